@@ -1,0 +1,43 @@
+# Two commands do all the set-up: `make grade` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch is installed before the project so nothing pulls the multi-GB CUDA build:
+# a wheel already on this machine if there is one, else PyTorch's CPU-only index.
+# On a GPU machine: make TORCH_INDEX=https://download.pytorch.org/whl/cu124
+TORCH_VERSION ?= 2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: grade test stubs clean
+
+grade: $(VENV)/.installed
+	$(VENV)/bin/grade $(ARGS)
+
+test: $(VENV)/.installed-dev
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+stubs: $(VENV)/.installed-dev
+	$(PY) -m grader.stubs
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.torch: | $(PY)
+	$(PY) -c "import torch" 2>/dev/null \
+	  || $(PY) -m pip install --no-index "torch==$(TORCH_VERSION)" \
+	  || $(PY) -m pip install "torch==$(TORCH_VERSION)" --index-url $(TORCH_INDEX) \
+	  || $(PY) -m pip install torch --index-url $(TORCH_INDEX)
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.torch
+	$(PY) -m pip install -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.torch
+	$(PY) -m pip install -e ".[dev]"
+	touch $@ $(VENV)/.installed
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""GPT-2 small, rebuilt one module at a time."""

@@ -1,0 +1,42 @@
+"""Token and position embeddings: integers in, residual-stream vectors out."""
+
+import einops
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from .config import Config
+
+
+class Embed(nn.Module):
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.cfg = cfg
+        self.W_E = nn.Parameter(torch.empty((cfg.d_vocab, cfg.d_model)))
+        nn.init.normal_(self.W_E, std=cfg.init_range)
+
+    def forward(self, tokens: Int[Tensor, "batch posn"]) -> Float[Tensor, "batch posn d_model"]:
+        """Look up each token id's row of W_E.
+
+        Shapes: tokens (batch, posn) -> (batch, posn, d_model).
+        Trap: this is an index, not a matrix product; no loop is needed.
+        """
+        # TODO: implement this (see the docstring above)
+        raise NotImplementedError()
+
+
+class PosEmbed(nn.Module):
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.cfg = cfg
+        self.W_pos = nn.Parameter(torch.empty((cfg.n_ctx, cfg.d_model)))
+        nn.init.normal_(self.W_pos, std=cfg.init_range)
+
+    def forward(self, tokens: Int[Tensor, "batch posn"]) -> Float[Tensor, "batch posn d_model"]:
+        """Give position p the row W_pos[p], for every sequence in the batch.
+
+        Shapes: tokens (batch, posn) -> (batch, posn, d_model).
+        Trap: only the shape of tokens matters; indexing W_pos by the token ids is wrong.
+        """
+        # TODO: implement this (see the docstring above)
+        raise NotImplementedError()

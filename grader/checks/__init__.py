@@ -1,0 +1,100 @@
+"""The registry of checks: one small declaration per check, grouped in one module per part.
+
+A check says which learner object to build (`Target`), how the reference computes its cases
+(`cases`, run once when the reference cache is built), and how outputs are compared. Nothing here
+knows about output formats or processes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ..reference import Reference
+
+
+@dataclass(frozen=True)
+class Target:
+    """The learner's object under test: `name` in `<package>/<file>.py`, called through `method`.
+
+    A class is built from the package's `Config()` and loaded with reference weights; with
+    `method=None` the target is a plain function.
+    """
+
+    file: str
+    name: str
+    method: str | None = "forward"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}.{self.method}" if self.method else self.name
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Elementwise: |actual - expected| <= atol + rtol * |expected|."""
+
+    atol: float = 1e-4
+    rtol: float = 1e-4
+
+
+@dataclass
+class Case:
+    """One call of the learner's target with the reference's expected answer.
+
+    `weights` is the prefix of the reference state_dict loaded into the learner's module ("" for
+    the whole model, None for a function); `overrides` replaces some of those parameters; `hint`
+    is what it most likely means when this case alone fails.
+    """
+
+    name: str
+    args: list[Tensor]
+    expected: Tensor
+    weights: str | None = None
+    overrides: dict[str, Tensor] = field(default_factory=dict)
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    part: str
+    points: int
+    target: Target
+    summary: str
+    cases: Callable[[Reference], list[Case]]
+    comparison: str = "allclose"
+    tolerance: Tolerance = Tolerance()
+    watch_inputs: bool = False
+    notes: Callable[[dict[str, Any]], list[str]] | None = None
+
+
+def registry() -> tuple[Check, ...]:
+    """Every check, in the order a learner meets them."""
+    from .model import MODEL_CHECKS
+
+    return MODEL_CHECKS
+
+
+class UnknownCheck(ValueError):
+    pass
+
+
+def select(patterns: Sequence[str], checks: Sequence[Check] | None = None) -> list[Check]:
+    """Checks whose id equals a pattern, starts with `pattern.`, or matches it as a glob."""
+    checks = list(registry() if checks is None else checks)
+    if not patterns:
+        return checks
+    chosen = []
+    for pattern in patterns:
+        matches = [c for c in checks if c.id == pattern or c.id.startswith(pattern + ".") or fnmatch.fnmatchcase(c.id, pattern)]
+        if not matches:
+            known = ", ".join(c.id for c in checks)
+            raise UnknownCheck(f"no check matches {pattern!r}; the checks are: {known}")
+        chosen += [c for c in matches if c not in chosen]
+    return [c for c in checks if c in chosen]

@@ -1,0 +1,18 @@
+"""The grading pipeline in one call: learner's process -> verdicts -> one `Report`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from .checks import Check
+from .refcache import ReferenceData
+from .results import Report
+from .runner import DEFAULT_TIMEOUT, run_checks
+from .verdict import judge
+
+
+def grade_package(package: Path, checks: Sequence[Check], reference: ReferenceData, timeout: float = DEFAULT_TIMEOUT) -> Report:
+    outcomes = run_checks(package, list(checks), reference, timeout)
+    results = [judge(check, outcomes[check.id], reference) for check in checks]
+    return Report(reference.kind, str(package), results, reference.fallback_reason)

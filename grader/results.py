@@ -1,0 +1,61 @@
+"""The result model: what every renderer reads, and nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+STATUSES = ("pass", "fail", "todo", "error", "timeout")
+
+
+@dataclass
+class CheckResult:
+    id: str
+    part: str
+    summary: str
+    status: str
+    max_score: int
+    message: str = ""
+    max_abs_diff: float | None = None
+    expected_shape: list[int] | None = None
+    actual_shape: list[int] | None = None
+    notes: list[str] = field(default_factory=list)
+    file: str | None = None
+    line: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def score(self) -> int:
+        return self.max_score if self.status == "pass" else 0
+
+    def to_dict(self) -> dict:
+        return {"score": self.score, **asdict(self)}
+
+
+@dataclass
+class Report:
+    reference: str  # "gpt2" or "random"
+    package: str
+    checks: list[CheckResult]
+    fallback_reason: str | None = None
+
+    @property
+    def score(self) -> int:
+        return sum(c.score for c in self.checks)
+
+    @property
+    def max_score(self) -> int:
+        return sum(c.max_score for c in self.checks)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.status == "pass" for c in self.checks)
+
+    def to_dict(self) -> dict:
+        return {
+            "reference": self.reference,
+            "fallback_reason": self.fallback_reason,
+            "package": self.package,
+            "score": self.score,
+            "max_score": self.max_score,
+            "checks": [c.to_dict() for c in self.checks],
+        }
