@@ -136,10 +136,10 @@ def run_request(package: LearnerPackage, request: dict, weights, inputs) -> dict
             if type(result) is not torch.Tensor:
                 reply["bad_output"] = {"case": case["name"], "type": describe(result)}
                 break
-            outputs[f"{case['name']}/out"] = result.detach().cpu().contiguous()
+            outputs[f"{case['name']}/out"] = result.detach().cpu().clone().contiguous()
             if request["watch_inputs"]:
                 for i, arg in enumerate(args):
-                    outputs[f"{case['name']}/arg{i}_after"] = arg.detach().cpu().contiguous()
+                    outputs[f"{case['name']}/arg{i}_after"] = arg.detach().cpu().clone().contiguous()
             reply["outputs"].append(case["name"])
     except WeightsMismatch as mismatch:
         reply["weights"] = mismatch.facts

@@ -34,29 +34,35 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
 
 
 def first_failing_case(check: Check, outcome: Outcome, reference: ReferenceData, result: CheckResult) -> str | None:
-    """Compare the cases the learner's code completed, in order; describe the first that fails."""
+    """Compare every case the learner's code completed; describe the first that fails.
+
+    A case with a hint (an input built to expose one mistake) names that mistake only when no
+    ordinary case fails too.
+    """
     if not outcome.outputs:
         return None
     expected = reference.expected(check.id)
     inputs = reference.inputs(check.id) if check.watch_inputs else {}
     compare = COMPARISONS[check.comparison]
     cases = {case["name"]: case for case in reference.cases(check.id)}
-    diffs = []
+    failures = []
     for name in outcome.reply["outputs"]:
         comparison: CaseComparison = compare(outcome.outputs[f"{name}/out"], expected[name], check.tolerance)
         if result.actual_shape is None:
             result.actual_shape, result.expected_shape = comparison.actual_shape, comparison.expected_shape
         if comparison.max_abs_diff is not None:
-            diffs.append(comparison.max_abs_diff)
-            result.max_abs_diff = max(diffs)
+            result.max_abs_diff = max(result.max_abs_diff or 0.0, comparison.max_abs_diff)
         if not comparison.ok:
-            hint = cases[name]["hint"]
-            return f"differs from GPT-2 on {name}: {comparison.message}" + (f"; {hint}" if hint else "")
-        for i in range(cases[name]["args"]):
-            after = outcome.outputs.get(f"{name}/arg{i}_after")
-            if after is not None and modified_in_place(inputs[f"{name}/arg{i}"], after):
-                return f"the output is right but {check.target.label} modified its input in place on {name} (use x = x + ..., not x += ...)"
-    return None
+            failures.append((name, comparison.message))
+        elif any(modified_in_place(inputs[f"{name}/arg{i}"], outcome.outputs[f"{name}/arg{i}_after"]) for i in range(cases[name]["args"]) if f"{name}/arg{i}_after" in outcome.outputs):
+            failures.append((name, f"the output is right but {check.target.label} modified its input in place (use x = x + ..., not x += ...)"))
+    if not failures:
+        return None
+    if all(cases[name]["hint"] for name, _ in failures):
+        name, message = failures[0]
+        return f"differs from GPT-2 on {name}: {message}; {cases[name]['hint']}"
+    name, message = next((n, m) for n, m in failures if not cases[n]["hint"])
+    return message if "in place" in message else f"differs from GPT-2 on {name}: {message}"
 
 
 def weights_message(facts: dict) -> str:

@@ -1,0 +1,74 @@
+"""Shared fixtures: one random-weight reference per session, and packages written wrong on purpose."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SOLUTIONS = REPO / "solutions"
+EXERCISES = REPO / "exercises"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_caches(tmp_path_factory):
+    """A fresh grader cache and an empty Hugging Face cache, shared by every test and subprocess."""
+    root = tmp_path_factory.mktemp("caches")
+    saved = {key: os.environ.get(key) for key in ("GPT2_GRADER_CACHE", "HF_HUB_CACHE", "HF_HUB_OFFLINE")}
+    os.environ.update(GPT2_GRADER_CACHE=str(root / "grader"), HF_HUB_CACHE=str(root / "hf-empty"), HF_HUB_OFFLINE="1")
+    yield root
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def reference(isolated_caches):
+    from grader.refcache import ensure_reference
+
+    return ensure_reference("random", lambda message: None)
+
+
+@pytest.fixture(scope="session")
+def grade(reference):
+    """grade(package, *check_ids) -> Report, in this process (the learner's code still runs in a child)."""
+    from grader.checks import select
+    from grader.pipeline import grade_package
+
+    def run(package: Path, *check_ids: str, timeout: float = 60.0):
+        return grade_package(package, select(check_ids), reference, timeout)
+
+    return run
+
+
+def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base: Path = SOLUTIONS) -> Path:
+    """A copy of `base` with each (old, new) replacement applied once to the named file.
+
+    Every `old` must occur exactly once, so a variant can never silently equal the solution.
+    """
+    package = directory / "pkg"
+    shutil.copytree(base, package, ignore=shutil.ignore_patterns("__pycache__"))
+    for file, replacements in edits.items():
+        path = package / file
+        text = path.read_text() if path.exists() else ""
+        for old, new in replacements:
+            assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {file}"
+            text = text.replace(old, new)
+        path.write_text(text)
+    return package
+
+
+def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The `grade` command as a learner runs it."""
+    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})}, timeout=600)
+
+
+def by_id(report) -> dict:
+    return {check.id: check for check in report.checks}

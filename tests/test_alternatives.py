@@ -1,0 +1,58 @@
+"""Correct code in other styles than the solution's passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import by_id, write_variant
+
+ATTENTION_BODY_START = "        q = einops.einsum("
+ATTENTION_MATMUL = '''        x = normalized_resid_pre.unsqueeze(1)  # (batch, 1, posn, d_model)
+        q = x @ self.W_Q + self.b_Q.unsqueeze(1)  # (batch, n_heads, posn, d_head)
+        k = x @ self.W_K + self.b_K.unsqueeze(1)
+        v = x @ self.W_V + self.b_V.unsqueeze(1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.cfg.d_head)
+        pattern = self.apply_causal_mask(scores).softmax(dim=-1)
+        z = pattern @ v
+        return (z @ self.W_O).sum(dim=1) + self.b_O
+'''
+ATTENTION_SDPA = '''        x = normalized_resid_pre.unsqueeze(1)
+        q, k, v = (x @ W + b.unsqueeze(1) for W, b in ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V)))
+        z = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return (z @ self.W_O).sum(dim=1) + self.b_O
+'''
+
+
+def replace_attention_body(new_body: str) -> list[tuple[str, str]]:
+    source = (__import__("conftest").SOLUTIONS / "attention.py").read_text()
+    start = source.index(ATTENTION_BODY_START)
+    end = source.index("        ### END SOLUTION", start)
+    return [(source[start:end], new_body), ("import einops\n", "import math\n\nimport einops\n")]
+
+
+ALTERNATIVES = {
+    "functional layer_norm": (
+        ["layernorm"],
+        {"normalization.py": [("residual_mean = residual.mean(dim=-1, keepdim=True)", "return torch.nn.functional.layer_norm(residual, (self.cfg.d_model,), self.w, self.b, self.cfg.layer_norm_eps)")]},
+    ),
+    "matmul attention": (["attention", "block"], {"attention.py": replace_attention_body(ATTENTION_MATMUL)}),
+    "scaled_dot_product_attention": (["attention", "transformer"], {"attention.py": replace_attention_body(ATTENTION_SDPA)}),
+    "one-hot embedding": (["embed"], {"embedding.py": [("return self.W_E[tokens]", "return torch.nn.functional.one_hot(tokens, self.cfg.d_vocab).to(self.W_E.dtype) @ self.W_E")]}),
+    "large finite negative mask": (["attention.causal_mask", "attention"], {"attention.py": [("attn_scores.masked_fill(future, self.IGNORE)", "attn_scores.masked_fill(future, -1e5)")]}),
+    "in-place masked_fill_": (
+        ["attention.causal_mask", "attention"],
+        {"attention.py": [("return attn_scores.masked_fill(future, self.IGNORE)", "attn_scores.masked_fill_(future, self.IGNORE)\n        return attn_scores")]},
+    ),
+    "torch's tanh GELU": (
+        ["gelu_new", "mlp"],
+        {"mlp.py": [("inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))\n    return 0.5 * x * (1.0 + torch.tanh(inner))", 'return torch.nn.functional.gelu(x, approximate="tanh")')]},
+    ),
+}
+
+
+@pytest.mark.parametrize("alternative", ALTERNATIVES)
+def test_alternative_passes(alternative, grade, tmp_path):
+    check_ids, edits = ALTERNATIVES[alternative]
+    results = by_id(grade(write_variant(tmp_path, edits), *check_ids))
+    assert set(check_ids) <= set(results)
+    assert {i: (r.status, r.message) for i, r in results.items()} == {i: ("pass", "") for i in results}
