@@ -59,7 +59,7 @@ def grade(checks, package: Path, args) -> int:
         with errors.status("preparing the reference") as status:
             reference = ensure_reference(args.reference, lambda message: status.update(message))
     except ReferenceUnavailable as error:
-        errors.print(f"grade: {error}")
+        print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
         return 2
     with errors.status(f"running {len(checks)} checks on {package}"):
         report = grade_package(package, checks, reference, args.timeout or DEFAULT_TIMEOUT)
@@ -70,5 +70,5 @@ def grade(checks, package: Path, args) -> int:
         try:
             args.json.write_text(json_render.render(report) + "\n")
         except OSError as error:
-            errors.print(f"grade: could not write {args.json}: {error.strerror or error}")
+            print(f"grade: could not write {args.json}: {error.strerror or error}", file=sys.stderr)
     return 0 if report.passed else 1

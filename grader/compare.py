@@ -80,8 +80,5 @@ def causal_mask(actual: torch.Tensor, expected: torch.Tensor, tolerance: Toleran
     return CaseComparison(True, "", max_abs_diff, 1.0, **shapes)
 
 
-COMPARISONS = {"allclose": allclose, "causal_mask": causal_mask}
-
-
 def modified_in_place(before: torch.Tensor, after: torch.Tensor) -> bool:
     return before.shape != after.shape or not torch.equal(before, after)

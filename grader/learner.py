@@ -106,33 +106,72 @@ def describe(value) -> str:
     return f"{type(value).__module__}.{type(value).__qualname__}"
 
 
+class CaseContext:
+    """What a driver gets for one case: the learner's package, the case's tensors, and a way to
+    build the learner's modules loaded with reference weights (memoised per weights and overrides)."""
+
+    def __init__(self, package: LearnerPackage, target: dict, weights, inputs, reply: dict):
+        self.package, self.target, self.weights, self.inputs, self.reply = package, target, weights, inputs, reply
+        self.case: dict = {}
+        self.key = ""
+        self._built: dict = {}
+
+    def start(self, check_id: str, case: dict) -> None:
+        self.case, self.key = case, f"{check_id}/{case['name']}"
+
+    @property
+    def args(self) -> list:
+        return [self.inputs.get_tensor(f"{self.key}/arg{i}") for i in range(self.case["args"])]
+
+    def tensor(self, name: str):
+        """An extra input tensor of this case, stored under `<check>/<case>/<name>`."""
+        return self.inputs.get_tensor(f"{self.key}/{name}")
+
+    def module(self, cls):
+        """`cls(Config())` of the learner's package, loaded with this case's reference weights."""
+        prefix = self.case["weights"] or ""
+        memo = (cls, prefix, tuple(self.case["overrides"]))
+        if memo not in self._built:
+            module = cls(self.package.config())
+            provided = {k[len(prefix) :]: self.weights.get_tensor(k) for k in self.weights.keys() if k.startswith(prefix)}
+            provided.update({name: self.tensor(f"override/{name}") for name in self.case["overrides"]})
+            self.reply["weights"] = load_weights(module, provided)
+            self.reply["param_counts"] = param_counts(module)
+            self._built = {memo: module}  # one at a time: the whole model is large
+        return self._built[memo]
+
+
+def call_target(ctx: CaseContext, args: list):
+    """The default driver: call the learner's function, or the method of its loaded module."""
+    target = ctx.target
+    obj = ctx.package.attribute(target["file"], target["name"])
+    if target["method"] is None:
+        return obj(*args)
+    return getattr(ctx.module(obj), target["method"])(*args)
+
+
+def driver_for(target: dict):
+    if not target.get("driver"):
+        return call_target
+    module_name, _, function = target["driver"].partition(":")
+    return getattr(importlib.import_module(module_name), function)
+
+
 def run_request(package: LearnerPackage, request: dict, weights, inputs) -> dict:
     import torch
     from safetensors.torch import save_file
 
-    target = request["target"]
     reply: dict = {"outputs": [], "param_counts": {}}
-    obj = package.attribute(target["file"], target["name"])
-    built = None
+    ctx = CaseContext(package, request["target"], weights, inputs, reply)
+    drive = driver_for(request["target"])
     outputs = {}
     try:
         for case in request["cases"]:
-            key = f"{request['check']}/{case['name']}"
-            args = [inputs.get_tensor(f"{key}/arg{i}") for i in range(case["args"])]
-            if target["method"] is None:
-                call = obj
-            else:
-                weights_key = (case["weights"], tuple(case["overrides"]))
-                if built is None or weights_key != built[0]:
-                    module = obj(package.config())
-                    provided = {k[len(case["weights"]) :]: weights.get_tensor(k) for k in weights.keys() if k.startswith(case["weights"])}
-                    provided.update({name: inputs.get_tensor(f"{key}/override/{name}") for name in case["overrides"]})
-                    reply["weights"] = load_weights(module, provided)
-                    reply["param_counts"] = param_counts(module)
-                    built = (weights_key, module)
-                call = getattr(built[1], target["method"])
+            ctx.start(request["check"], case)
+            args = ctx.args
+            torch.manual_seed(0)  # anything random in the learner's code repeats from run to run
             with torch.no_grad():
-                result = call(*args)
+                result = drive(ctx, args)
             if type(result) is not torch.Tensor:
                 reply["bad_output"] = {"case": case["name"], "type": describe(result)}
                 break

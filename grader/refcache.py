@@ -174,10 +174,11 @@ def ensure_reference(requested: str, progress: Progress, root: Path | None = Non
     root = root or cache_root()
     if requested == "random":
         return _cached_or_built(root, "random", True, progress)
+    cached = gpt2_in_hf_cache()
     if requested == "gpt2":
-        return _cached_or_built(root, "gpt2", gpt2_in_hf_cache(), progress)
+        return _cached_or_built(root, "gpt2", cached, progress, build=cached or hub_reachable())
     try:
-        return _cached_or_built(root, "gpt2", gpt2_in_hf_cache(), progress, build=gpt2_in_hf_cache() or hub_reachable())
+        return _cached_or_built(root, "gpt2", cached, progress, build=cached or hub_reachable())
     except ReferenceUnavailable as error:
         reason = str(error)
     data = _cached_or_built(root, "random", True, progress)
@@ -193,5 +194,5 @@ def _cached_or_built(root: Path, kind: str, offline: bool, progress: Progress, b
             progress(f"the reference cache at {directory} is damaged ({damage}); rebuilding it")
             shutil.rmtree(directory, ignore_errors=True)
     if not build:
-        raise ReferenceUnavailable("GPT-2 is not in the Hugging Face cache and huggingface.co cannot be reached")
+        raise ReferenceUnavailable(f"GPT-2 is not in the Hugging Face cache ({hf_hub_cache()}) and huggingface.co cannot be reached")
     return build_entry(root, kind, offline, progress)

@@ -183,6 +183,8 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
                 inputs[f"{key}/arg{i}"] = arg.clone().contiguous()
             for param, value in case.overrides.items():
                 inputs[f"{key}/override/{param}"] = value.clone().contiguous()
+            for name, value in case.extra.items():
+                inputs[f"{key}/{name}"] = value.clone().contiguous()
             expected[key] = case.expected.clone().contiguous()
             cases_meta[check.id].append({"name": case.name, "args": len(case.args), "weights": case.weights, "overrides": sorted(case.overrides), "hint": case.hint})
     parameters = ref.parameters()

@@ -85,7 +85,7 @@ def request_for(check: Check, reference: ReferenceData, out: Path) -> dict:
     target = check.target
     return {
         "check": check.id,
-        "target": {"file": target.file, "name": target.name, "method": target.method},
+        "target": {"file": target.file, "name": target.name, "method": target.method, "driver": target.driver},
         "cases": reference.cases(check.id),
         "watch_inputs": check.watch_inputs,
         "out": str(out),

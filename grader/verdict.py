@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .checks import Check
-from .compare import COMPARISONS, CaseComparison, modified_in_place
+from .compare import CaseComparison, allclose, modified_in_place
 from .refcache import ReferenceData
 from .results import CheckResult
 from .runner import Outcome
@@ -43,7 +43,7 @@ def first_failing_case(check: Check, outcome: Outcome, reference: ReferenceData,
         return None
     expected = reference.expected(check.id)
     inputs = reference.inputs(check.id) if check.watch_inputs else {}
-    compare = COMPARISONS[check.comparison]
+    compare = check.comparison or allclose
     cases = {case["name"]: case for case in reference.cases(check.id)}
     failures = []
     for name in outcome.reply["outputs"]:

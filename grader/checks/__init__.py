@@ -23,12 +23,15 @@ class Target:
     """The learner's object under test: `name` in `<package>/<file>.py`, called through `method`.
 
     A class is built from the package's `Config()` and loaded with reference weights; with
-    `method=None` the target is a plain function.
+    `method=None` the target is a plain function. `driver` ("module:function", run in the
+    learner's process) replaces that default call when a check needs more, e.g. a sampler
+    driven by a model.
     """
 
     file: str
     name: str
     method: str | None = "forward"
+    driver: str | None = None
 
     @property
     def label(self) -> str:
@@ -58,6 +61,7 @@ class Case:
     weights: str | None = None
     overrides: dict[str, Tensor] = field(default_factory=dict)
     hint: str = ""
+    extra: dict[str, Tensor] = field(default_factory=dict)  # more named inputs, for drivers
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class Check:
     target: Target
     summary: str
     cases: Callable[[Reference], list[Case]]
-    comparison: str = "allclose"
+    comparison: Callable[..., Any] | None = None  # (actual, expected, tolerance) -> CaseComparison; None: allclose
     tolerance: Tolerance = Tolerance()
     watch_inputs: bool = False
     notes: Callable[[dict[str, Any]], list[str]] | None = None

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..compare import causal_mask
 from . import Case, Check, Target, Tolerance
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ MODEL_CHECKS = (
     Check("embed", "model", 1, Target("embedding", "Embed"), "token embedding lookup", embed_cases),
     Check("pos_embed", "model", 1, Target("embedding", "PosEmbed"), "positional embedding", pos_embed_cases),
     Check("layernorm", "model", 2, Target("normalization", "LayerNorm"), "LayerNorm", layernorm_cases),
-    Check("attention.causal_mask", "model", 1, Target("attention", "Attention", "apply_causal_mask"), "causal mask", causal_mask_cases, comparison="causal_mask"),
+    Check("attention.causal_mask", "model", 1, Target("attention", "Attention", "apply_causal_mask"), "causal mask", causal_mask_cases, comparison=causal_mask),
     Check("attention", "model", 3, Target("attention", "Attention"), "multi-head attention", attention_cases),
     Check("gelu_new", "model", 1, Target("mlp", "gelu_new", None), "GPT-2's GELU", gelu_cases, tolerance=Tolerance(atol=1e-5, rtol=1e-5)),
     Check("mlp", "model", 2, Target("mlp", "MLP"), "MLP", mlp_cases),
