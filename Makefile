@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # torch is installed before the project so nothing pulls the multi-GB CUDA build:
-# a wheel already on this machine if there is one, else PyTorch's CPU-only index.
+# a torch wheel already on this machine (pip's find-links) if there is one, its dependencies
+# from the usual index; else PyTorch's CPU-only index.
 # On a GPU machine: make TORCH_INDEX=https://download.pytorch.org/whl/cu124
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -26,9 +27,9 @@ $(PY):
 
 $(VENV)/.torch: | $(PY)
 	$(PY) -c "import torch" 2>/dev/null \
-	  || $(PY) -m pip install --no-index "torch==$(TORCH_VERSION)" \
-	  || $(PY) -m pip install "torch==$(TORCH_VERSION)" --index-url $(TORCH_INDEX) \
-	  || $(PY) -m pip install torch --index-url $(TORCH_INDEX)
+	  || ($(PY) -m pip install --no-index --no-deps "torch==$(TORCH_VERSION)" 2>/dev/null \
+	      && $(PY) -m pip install "torch==$(TORCH_VERSION)") \
+	  || $(PY) -m pip install torch --index-url $(TORCH_INDEX) --extra-index-url https://pypi.org/simple
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.torch

@@ -11,6 +11,12 @@ from pathlib import Path
 
 from .paths import REPO_ROOT, default_exercises
 
+# Report files: (option, renderer module in grader.render, help). Each renderer has
+# `render(report) -> str`; adding a format is one line here and one module there.
+REPORT_FILES = (
+    ("--json", "json", "also write the results as JSON to FILE"),
+)
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grade", description="Grade your GPT-2 modules against the real GPT-2.")
@@ -19,7 +25,8 @@ def parser() -> argparse.ArgumentParser:
     source.add_argument("--exercises", type=Path, metavar="PATH", help="grade the package at PATH (default: ./exercises)")
     source.add_argument("--solutions", action="store_true", help="grade the reference solutions in solutions/")
     p.add_argument("--reference", choices=("auto", "gpt2", "random"), default="auto", help="gpt2: the released weights; random: a seeded random model of the same shape; auto (default): gpt2 when cached or downloadable, else random")
-    p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
+    for option, _, help_text in REPORT_FILES:
+        p.add_argument(option, type=Path, metavar="FILE", help=help_text)
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="time allowed per check (default: 60)")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
     return p
@@ -64,11 +71,20 @@ def grade(checks, package: Path, args) -> int:
     with errors.status(f"running {len(checks)} checks on {package}"):
         report = grade_package(package, checks, reference, args.timeout or DEFAULT_TIMEOUT)
     text.print_report(report, console)
-    if args.json:
-        from .render import json as json_render
-
-        try:
-            args.json.write_text(json_render.render(report) + "\n")
-        except OSError as error:
-            print(f"grade: could not write {args.json}: {error.strerror or error}", file=sys.stderr)
+    write_report_files(report, args)
     return 0 if report.passed else 1
+
+
+def write_report_files(report, args) -> None:
+    """Every requested report file; one that cannot be written costs one line, not the others."""
+    import importlib
+
+    for option, module, _ in REPORT_FILES:
+        path = getattr(args, option.lstrip("-").replace("-", "_"))
+        if path is None:
+            continue
+        renderer = importlib.import_module(f"grader.render.{module}")
+        try:
+            path.write_text(renderer.render(report) + "\n")
+        except OSError as error:
+            print(f"grade: could not write {path}: {error.strerror or error}", file=sys.stderr)

@@ -141,13 +141,23 @@ class CaseContext:
         return self._built[memo]
 
 
+def source_place(function) -> dict:
+    """Where the learner defined `function`: the place a failing check points to."""
+    import inspect
+
+    try:
+        return {"file": Path(inspect.getsourcefile(function)).name, "line": inspect.getsourcelines(function)[1]}
+    except (TypeError, OSError):
+        return {}
+
+
 def call_target(ctx: CaseContext, args: list):
     """The default driver: call the learner's function, or the method of its loaded module."""
     target = ctx.target
     obj = ctx.package.attribute(target["file"], target["name"])
-    if target["method"] is None:
-        return obj(*args)
-    return getattr(ctx.module(obj), target["method"])(*args)
+    function = obj if target["method"] is None else getattr(ctx.module(obj), target["method"])
+    ctx.reply["target_where"] = source_place(function)
+    return function(*args)
 
 
 def driver_for(target: dict):

@@ -12,7 +12,7 @@ from .runner import Outcome
 def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResult:
     result = CheckResult(check.id, check.part, check.summary, "pass", check.points, seconds=round(outcome.seconds, 3))
     reply = outcome.reply
-    where = reply.get("where") or {}
+    where = reply.get("where") or reply.get("target_where") or {}
     result.file, result.line = where.get("file") or f"{check.target.file}.py", where.get("line")
     if outcome.status in ("timeout", "crashed"):
         return _set(result, "timeout" if outcome.status == "timeout" else "error", reply["error"])

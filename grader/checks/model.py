@@ -118,7 +118,7 @@ def transformer_notes(outcome: dict) -> list[str]:
     return notes
 
 
-MODEL_CHECKS = (
+CHECKS = (
     Check("embed", "model", 1, Target("embedding", "Embed"), "token embedding lookup", embed_cases),
     Check("pos_embed", "model", 1, Target("embedding", "PosEmbed"), "positional embedding", pos_embed_cases),
     Check("layernorm", "model", 2, Target("normalization", "LayerNorm"), "LayerNorm", layernorm_cases),
