@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from .paths import REPO_ROOT, default_exercises
+from .runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT
 
 # Report files: (option, renderer module in grader.render, help). Each renderer has
 # `render(report) -> str`; adding a format is one line here and one module there.
@@ -27,7 +28,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", choices=("auto", "gpt2", "random"), default="auto", help="gpt2: the released weights; random: a seeded random model of the same shape; auto (default): gpt2 when cached or downloadable, else random")
     for option, _, help_text in REPORT_FILES:
         p.add_argument(option, type=Path, metavar="FILE", help=help_text)
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="time allowed per check (default: 60)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--memory-limit", type=float, default=DEFAULT_MEMORY_LIMIT_GB, metavar="GB", help=f"memory a check may allocate before it is stopped (default: {DEFAULT_MEMORY_LIMIT_GB:g}; 0: no limit)")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
     return p
 
@@ -58,7 +60,7 @@ def grade(checks, package: Path, args) -> int:
     from .pipeline import grade_package
     from .refcache import ReferenceUnavailable, ensure_reference
     from .render import text
-    from .runner import DEFAULT_TIMEOUT
+    from .runner import Limits
 
     console = Console()
     errors = Console(stderr=True)
@@ -69,7 +71,7 @@ def grade(checks, package: Path, args) -> int:
         print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
         return 2
     with errors.status(f"running {len(checks)} checks on {package}"):
-        report = grade_package(package, checks, reference, args.timeout or DEFAULT_TIMEOUT)
+        report = grade_package(package, checks, reference, Limits(timeout=args.timeout, memory_gb=args.memory_limit))
     text.print_report(report, console)
     write_report_files(report, args)
     return 0 if report.passed else 1

@@ -1,10 +1,15 @@
-"""Comparing one output with the reference's: shape, dtype, finiteness, then values."""
+"""Comparing one output with the reference's: shape, dtype, finiteness, then values.
+
+The parent compares NumPy arrays read back from the learner's process: it never imports torch,
+so grading starts as fast as the learner's process does, and nothing the learner's code patches
+in torch can reach a comparison.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+import numpy as np
 
 from .checks import Tolerance
 
@@ -21,56 +26,54 @@ class CaseComparison:
     expected_shape: list[int] | None = None
 
 
-def shape(tensor: torch.Tensor) -> list[int]:
-    return list(tensor.shape)
+def first_index(mask: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
-def first_index(mask: torch.Tensor) -> tuple[int, ...]:
-    return tuple(int(i) for i in mask.nonzero()[0])
-
-
-def validate(actual: torch.Tensor, expected: torch.Tensor, allow_minus_inf: bool = False) -> CaseComparison | None:
+def validate(actual: np.ndarray, expected: np.ndarray, allow_minus_inf: bool = False) -> CaseComparison | None:
     """A failed comparison when the output cannot be compared value by value, else None."""
-    shapes = {"actual_shape": shape(actual), "expected_shape": shape(expected)}
+    shapes = {"actual_shape": list(actual.shape), "expected_shape": list(expected.shape)}
     if actual.shape != expected.shape:
         return CaseComparison(False, f"output shape {tuple(actual.shape)}, expected {tuple(expected.shape)}", **shapes)
-    if not actual.is_floating_point():
+    if not np.issubdtype(actual.dtype, np.floating):
         return CaseComparison(False, f"output dtype {actual.dtype}, expected a floating dtype", **shapes)
-    bad = ~torch.isfinite(actual) & ~(allow_minus_inf & (actual == float("-inf")))
+    bad = ~np.isfinite(actual) & ~(allow_minus_inf & (actual == -np.inf))
     if bad.any():
         index = first_index(bad)
-        kind = "NaN" if torch.isnan(actual[index]) else "inf"
+        kind = "NaN" if np.isnan(actual[index]) else "inf"
         return CaseComparison(False, f"output has {int(bad.sum())} non-finite values, the first a {kind} at index {index}", **shapes)
     return None
 
 
-def allclose(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> CaseComparison:
+def allclose(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> CaseComparison:
     invalid = validate(actual, expected)
     if invalid:
         return invalid
-    actual = actual.to(expected.dtype)
-    diff = (actual - expected).abs()
-    close = diff <= tolerance.atol + tolerance.rtol * expected.abs()
-    max_abs_diff = float(diff.max()) if diff.numel() else 0.0
-    within = float(close.float().mean()) if close.numel() else 1.0
+    diff = np.abs(actual.astype(expected.dtype) - expected)
+    close = diff <= tolerance.atol + tolerance.rtol * np.abs(expected)
+    max_abs_diff = float(diff.max()) if diff.size else 0.0
+    within = float(close.mean()) if close.size else 1.0
     ok = bool(close.all())
     message = "" if ok else f"max abs diff {max_abs_diff:.3g} at index {first_index(diff == diff.max())}; {within:.1%} of values within tolerance"
-    return CaseComparison(ok, message, max_abs_diff, within, shape(actual), shape(expected))
+    return CaseComparison(ok, message, max_abs_diff, within, list(actual.shape), list(expected.shape))
 
 
-def causal_mask(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> CaseComparison:
+def causal_mask(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> CaseComparison:
     """Visible scores unchanged; masked ones -inf or any value <= MASKED_AT_MOST."""
-    visible = torch.isfinite(expected)
+    visible = np.isfinite(expected)
     invalid = validate(actual, expected, allow_minus_inf=True)
     if invalid:
         return invalid
-    leaked = ~visible & ~(actual <= MASKED_AT_MOST)
-    hidden = visible & (actual <= MASKED_AT_MOST)
-    changed = visible & ~hidden & ((actual - expected).abs() > tolerance.atol + tolerance.rtol * expected.abs())
-    max_abs_diff = float((actual - expected)[visible].abs().max())
-    shapes = {"actual_shape": shape(actual), "expected_shape": shape(expected)}
+    masked = actual <= MASKED_AT_MOST
+    leaked, hidden = ~visible & ~masked, visible & masked
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(actual - expected)
+    changed = visible & ~hidden & (diff > tolerance.atol + tolerance.rtol * np.abs(expected))
+    max_abs_diff = float(diff[visible & ~hidden].max(initial=0.0))
+    shapes = {"actual_shape": list(actual.shape), "expected_shape": list(expected.shape)}
     if leaked.any():
-        return CaseComparison(False, f"{int(leaked.sum())} scores of future keys are not masked, the first at (query {first_index(leaked)[-2]}, key {first_index(leaked)[-1]})", max_abs_diff, **shapes)
+        index = first_index(leaked)
+        return CaseComparison(False, f"{int(leaked.sum())} scores of future keys are not masked, the first at (query {index[-2]}, key {index[-1]})", max_abs_diff, **shapes)
     if hidden.any():
         index = first_index(hidden)
         where = "on the diagonal" if index[-1] == index[-2] else "of past keys"
@@ -80,5 +83,5 @@ def causal_mask(actual: torch.Tensor, expected: torch.Tensor, tolerance: Toleran
     return CaseComparison(True, "", max_abs_diff, 1.0, **shapes)
 
 
-def modified_in_place(before: torch.Tensor, after: torch.Tensor) -> bool:
-    return before.shape != after.shape or not torch.equal(before, after)
+def modified_in_place(before: np.ndarray, after: np.ndarray) -> bool:
+    return before.shape != after.shape or not np.array_equal(before, after, equal_nan=before.dtype.kind == "f")

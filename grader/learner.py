@@ -4,11 +4,17 @@ Started by `runner.Worker` as `python -m grader.learner PACKAGE WEIGHTS INPUTS F
 JSON request per line on stdin, writes each case's output to a safetensors file, and answers with
 one JSON line on file descriptor FD. It imports the learner's package under a private name, never
 the reference, and every comparison happens in the parent on the tensors it writes.
+
+On Linux this process is a fork server: it imports torch once, then runs each check in a forked
+copy of itself, so a check starts in a fresh process (nothing one check patches or breaks reaches
+the next) without paying for the import again. Elsewhere checks run in this process in turn.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import functools
 import importlib.abc
 import importlib.util
 import json
@@ -19,10 +25,12 @@ from pathlib import Path
 
 PACKAGE_NAME = "learner_package"
 FORBIDDEN_IMPORTS = ("transformer_lens", "transformers", "solutions")
+FORKS = sys.platform == "linux"  # fork after importing torch is well-trodden there (DataLoader)
+RANDOM_FILLS = ("normal_", "uniform_", "bernoulli_", "exponential_", "cauchy_", "log_normal_", "geometric_", "random_")
 
 
-class ForbiddenImport(ImportError):
-    pass
+class Forbidden(ImportError):
+    """The learner's code reached for the reference instead of computing."""
 
 
 class ReferenceBlocker(importlib.abc.MetaPathFinder):
@@ -30,8 +38,27 @@ class ReferenceBlocker(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname.split(".")[0] in FORBIDDEN_IMPORTS:
-            raise ForbiddenImport(f"exercises may not import {fullname.split('.')[0]}: write the computation yourself")
+            raise Forbidden(f"exercises may not import {fullname.split('.')[0]}: write the computation yourself")
         return None
+
+
+def install_guards(forbidden_dirs: list[Path]) -> None:
+    """Block reference imports, and reads of the solutions or the expected outputs, for good."""
+    sys.meta_path.insert(0, ReferenceBlocker())
+    prefixes = tuple(str(d) + os.sep for d in forbidden_dirs)
+
+    def audit(event: str, args: tuple) -> None:
+        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            path = os.path.abspath(os.fsdecode(args[0]))
+            if path.startswith(prefixes) or os.path.basename(path) == "expected.safetensors":
+                raise Forbidden(f"exercises may not read {path}: write the computation yourself")
+
+    sys.addaudithook(audit)
+
+
+def one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__
 
 
 class LearnerPackage:
@@ -65,20 +92,26 @@ class WeightsMismatch(Exception):
         self.facts = facts
 
 
-def load_weights(module, provided: dict) -> dict:
-    """Copy reference parameters into the learner's; missing or misshapen ones stop the check."""
+def load_weights(module, sources: dict) -> dict:
+    """Copy reference parameters into the learner's, one tensor at a time to keep memory low.
+
+    `sources` maps a parameter name to (safetensors handle, key). Missing or misshapen
+    parameters stop the check: a parameter that is not loaded would keep its initial value.
+    """
     import torch
 
     own = dict(module.named_parameters())
-    missing = sorted(set(own) - set(provided))
-    unexpected = sorted(set(provided) - set(own))
-    misshapen = {name: [list(own[name].shape), list(provided[name].shape)] for name in own if name in provided and own[name].shape != provided[name].shape}
+    missing = sorted(set(own) - set(sources))
+    unexpected = sorted(set(sources) - set(own))
+    shapes = {name: handle.get_slice(key).get_shape() for name, (handle, key) in sources.items() if name in own}
+    misshapen = {name: [list(own[name].shape), shape] for name, shape in shapes.items() if list(own[name].shape) != list(shape)}
     facts = {"missing": missing, "unexpected": unexpected, "misshapen": misshapen, "suggestions": {name: difflib.get_close_matches(name, unexpected, n=1) for name in missing}}
     if missing or misshapen:
         raise WeightsMismatch(facts)
     with torch.no_grad():
         for name, param in own.items():
-            param.copy_(provided[name])
+            handle, key = sources[name]
+            param.copy_(handle.get_tensor(key))
     return facts
 
 
@@ -132,13 +165,42 @@ class CaseContext:
         prefix = self.case["weights"] or ""
         memo = (cls, prefix, tuple(self.case["overrides"]))
         if memo not in self._built:
-            module = cls(self.package.config())
-            provided = {k[len(prefix) :]: self.weights.get_tensor(k) for k in self.weights.keys() if k.startswith(prefix)}
-            provided.update({name: self.tensor(f"override/{name}") for name in self.case["overrides"]})
-            self.reply["weights"] = load_weights(module, provided)
+            self._built = {}  # one at a time: the whole model is large
+            with SkipRandomFills() if self.target.get("fast_init", True) else contextlib.nullcontext():
+                module = cls(self.package.config())
+            names = [k[len(prefix) :] for k in self.weights.keys() if k.startswith(prefix)]
+            sources = {name: (self.inputs, f"{self.key}/override/{name}") if name in self.case["overrides"] else (self.weights, prefix + name) for name in names}
+            self.reply["weights"] = load_weights(module, sources)
             self.reply["param_counts"] = param_counts(module)
-            self._built = {memo: module}  # one at a time: the whole model is large
+            self._built[memo] = module
         return self._built[memo]
+
+
+class SkipRandomFills:
+    """Skip the random initialisation of parameters that reference weights overwrite anyway.
+
+    Only in-place random fills (what nn.init uses) are skipped, so a parameter keeps its
+    allocated shape, and any parameter the weights do not cover is reported missing as usual.
+    """
+
+    def __enter__(self):
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        skipped = {getattr(torch.Tensor, name) for name in RANDOM_FILLS}
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                if func in skipped:
+                    return args[0]
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
 
 
 def source_place(function) -> dict:
@@ -182,48 +244,132 @@ def run_request(package: LearnerPackage, request: dict, weights, inputs) -> dict
             torch.manual_seed(0)  # anything random in the learner's code repeats from run to run
             with torch.no_grad():
                 result = drive(ctx, args)
-            if type(result) is not torch.Tensor:
-                reply["bad_output"] = {"case": case["name"], "type": describe(result)}
+            problem = output_problem(result, args)
+            if problem:
+                reply["bad_output"] = {"case": case["name"], "problem": problem}
                 break
-            outputs[f"{case['name']}/out"] = result.detach().cpu().clone().contiguous()
+            outputs[f"{case['name']}/out"] = result.detach().clone().contiguous()
             if request["watch_inputs"]:
                 for i, arg in enumerate(args):
-                    outputs[f"{case['name']}/arg{i}_after"] = arg.detach().cpu().clone().contiguous()
+                    outputs[f"{case['name']}/arg{i}_after"] = arg.detach().clone().contiguous()
             reply["outputs"].append(case["name"])
     except WeightsMismatch as mismatch:
-        reply["weights"] = mismatch.facts
-        reply["status"] = "weights"
-    except NotImplementedError as error:
-        reply.update(status="todo", where=learner_frame(error, package.path))
+        reply.update(status="weights", weights=mismatch.facts)
     except BaseException as error:  # learner code may raise SystemExit or KeyboardInterrupt too
-        reply.update(status="error", error=f"{type(error).__name__}: {error}", where=learner_frame(error, package.path))
+        reply.update(failure_reply(error, package.path))
     if outputs:
         save_file(outputs, request["out"])
     reply.setdefault("status", "ran")
     return reply
 
 
-def serve(package_path: Path, weights_path: str, inputs_path: str, reply_fd: int) -> None:
+def output_problem(result, args: list) -> str | None:
+    """Why `result` cannot be compared at all, or None. Values are judged in the parent."""
+    import torch
+
+    if type(result) is not torch.Tensor:
+        return f"returned a {describe(result)}, not a torch.Tensor"
+    device = next((arg.device for arg in args if isinstance(arg, torch.Tensor)), torch.device("cpu"))
+    if result.device != device:
+        return f"returned a tensor on {result.device}, expected {device} (the input's device)"
+    return None
+
+
+def failure_reply(error: BaseException, package: Path) -> dict:
+    where = learner_frame(error, package)
+    if isinstance(error, Forbidden):
+        return {"status": "forbidden", "error": str(error), "where": where}
+    if isinstance(error, NotImplementedError):
+        return {"status": "todo", "where": where}
+    return {"status": "error", "error": one_line(error), "where": where}
+
+
+def handle(package_path: Path, request: dict, weights_path: str, inputs_path: str) -> dict:
+    """One check, start to finish, in the current process."""
     from safetensors import safe_open
 
+    try:
+        package = LearnerPackage(package_path)
+        with safe_open(weights_path, "pt") as weights, safe_open(inputs_path, "pt") as inputs:
+            return run_request(package, request, weights, inputs)
+    except BaseException as error:
+        return failure_reply(error, package_path.resolve())
+
+
+def limit_memory(extra_bytes: int) -> None:
+    """Cap this process's address space at what it uses now plus `extra_bytes` (0: no cap)."""
+    if not extra_bytes:
+        return
+    import resource
+
+    with open("/proc/self/status") as status:
+        in_use = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (in_use + extra_bytes, in_use + extra_bytes))
+
+
+def run_forked(job, timeout: float, memory_limit: int) -> dict:
+    """`job()` in a forked child with a deadline; a crash or a hang becomes a reply too."""
+    import select
+    import signal
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run, answer, and leave without running any cleanup of the parent's
+        os.close(read_fd)
+        try:
+            limit_memory(memory_limit)
+            reply = job()
+        except BaseException as error:
+            reply = {"status": "error", "error": one_line(error)}
+        with os.fdopen(write_fd, "w") as pipe:
+            pipe.write(json.dumps(reply))
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        if not select.select([pipe], [], [], timeout)[0]:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return {"status": "timeout", "error": f"no answer within {timeout:g} s (an infinite loop?)"}
+        answer = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    try:
+        return json.loads(answer)
+    except ValueError:
+        return {"status": "crashed", "error": exit_reason(status)}
+
+
+def exit_reason(status: int) -> str:
+    import signal
+
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        return f"the check's process was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+    return f"the check's process exited with code {os.WEXITSTATUS(status)} before answering (sys.exit or os._exit?)"
+
+
+def preload() -> None:
+    """Import what nearly every exercise imports, once, before any fork."""
+    import torch  # noqa: F401
+
+    for name in ("einops", "jaxtyping", "safetensors.torch"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+def serve(package_path: Path, weights_path: str, inputs_path: str, reply_fd: int, memory_limit: int) -> None:
     replies = os.fdopen(reply_fd, "w")
-    sys.meta_path.insert(0, ReferenceBlocker())
     if sys.path and Path(sys.path[0] or ".").resolve() == Path.cwd():
         sys.path.pop(0)  # `python -m` put the grader's working directory first; the learner gets none of it
-    with safe_open(weights_path, "pt") as weights, safe_open(inputs_path, "pt") as inputs:
-        package = None
-        for line in sys.stdin:
-            request = json.loads(line)
-            try:
-                package = package or LearnerPackage(package_path)
-                reply = run_request(package, request, weights, inputs)
-            except NotImplementedError as error:
-                reply = {"status": "todo", "where": learner_frame(error, package_path.resolve())}
-            except BaseException as error:
-                reply = {"status": "error", "error": f"{type(error).__name__}: {error}", "where": learner_frame(error, package_path.resolve())}
-            replies.write(json.dumps(reply) + "\n")
-            replies.flush()
+    preload()
+    solutions = Path(__file__).resolve().parent.parent / "solutions"
+    install_guards([] if package_path.resolve() == solutions else [solutions])
+    for line in sys.stdin:
+        request = json.loads(line)
+        job = functools.partial(handle, package_path, request, weights_path, inputs_path)
+        reply = run_forked(job, request["timeout"], memory_limit) if FORKS else job()
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    serve(Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))

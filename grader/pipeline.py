@@ -8,11 +8,11 @@ from pathlib import Path
 from .checks import Check
 from .refcache import ReferenceData
 from .results import Report
-from .runner import DEFAULT_TIMEOUT, run_checks
+from .runner import Limits, run_checks
 from .verdict import judge
 
 
-def grade_package(package: Path, checks: Sequence[Check], reference: ReferenceData, timeout: float = DEFAULT_TIMEOUT) -> Report:
-    outcomes = run_checks(package, list(checks), reference, timeout)
+def grade_package(package: Path, checks: Sequence[Check], reference: ReferenceData, limits: Limits = Limits()) -> Report:
+    outcomes = run_checks(package, list(checks), reference, limits)
     results = [judge(check, outcomes[check.id], reference) for check in checks]
     return Report(reference.kind, str(package), results, reference.fallback_reason)

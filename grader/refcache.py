@@ -56,7 +56,7 @@ class ReferenceData:
         from safetensors import safe_open
 
         prefix = check_id + "/"
-        with safe_open(str(self.directory / filename), "pt") as handle:
+        with safe_open(str(self.directory / filename), "np") as handle:
             return {key[len(prefix) :]: handle.get_tensor(key) for key in handle.keys() if key.startswith(prefix)}
 
     def expected(self, check_id: str) -> dict:
@@ -88,7 +88,7 @@ def read_entry(directory: Path, kind: str) -> ReferenceData:
     try:
         meta = json.loads((directory / "meta.json").read_text())
         for name in ENTRY_FILES[:3]:
-            with safe_open(str(directory / name), "pt") as handle:
+            with safe_open(str(directory / name), "np") as handle:
                 handle.keys()
     except Exception as error:  # any damage means the same thing: rebuild
         raise ValueError(f"{type(error).__name__}: {error}") from None

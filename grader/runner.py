@@ -1,7 +1,9 @@
 """The parent side of the learner's process: requests out, replies and tensors back, with timeouts.
 
-One worker process serves the checks in turn. When a check hangs or kills its process, that check
-gets `timeout` or `error` and a fresh worker serves the rest, so one check never costs the others.
+One worker process serves the checks in turn (on Linux each in a fork of its own, see
+`learner`). The worker enforces each check's timeout; should the worker itself hang or die, that
+check gets `timeout` or `error` and a fresh worker serves the rest, so one check never costs the
+others.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from .checks import Check
 from .refcache import ReferenceData
 
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the whole model's check takes a few on a laptop
+DEFAULT_MEMORY_LIMIT_GB = 6.0  # address space a check may add; the whole model needs about 1.5
+GRACE = 30.0  # the worker answers for a hung check itself; this is for a hung worker
 
 
 @dataclass
 class Outcome:
     """What came back from the learner's process for one check."""
 
-    status: str  # ran | todo | error | weights | timeout | crashed
+    status: str  # ran | todo | error | weights | forbidden | timeout | crashed
     reply: dict = field(default_factory=dict)
     outputs: dict = field(default_factory=dict)
     seconds: float = 0.0
@@ -37,10 +41,11 @@ class WorkerGone(Exception):
 
 
 class Worker:
-    def __init__(self, package: Path, reference: ReferenceData, log):
+    def __init__(self, package: Path, reference: ReferenceData, log, memory_limit_gb: float):
         reply_read, reply_write = os.pipe()
+        memory = str(int(memory_limit_gb * 2**30))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.learner", str(package), str(reference.weights_path), str(reference.inputs_path), str(reply_write)],
+            [sys.executable, "-m", "grader.learner", str(package), str(reference.weights_path), str(reference.inputs_path), str(reply_write), memory],
             stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(reply_write,), cwd=Path(__file__).resolve().parent.parent, text=True,
         )
         os.close(reply_write)
@@ -81,30 +86,39 @@ class Worker:
                 pass
 
 
-def request_for(check: Check, reference: ReferenceData, out: Path) -> dict:
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = DEFAULT_TIMEOUT  # seconds per check
+    memory_gb: float = DEFAULT_MEMORY_LIMIT_GB  # 0: no limit
+    fast_init: bool = True  # skip the random initialisation the reference weights overwrite
+
+
+def request_for(check: Check, reference: ReferenceData, out: Path, limits: Limits) -> dict:
     target = check.target
     return {
         "check": check.id,
-        "target": {"file": target.file, "name": target.name, "method": target.method, "driver": target.driver},
+        "target": {"file": target.file, "name": target.name, "method": target.method, "driver": target.driver, "fast_init": limits.fast_init},
         "cases": reference.cases(check.id),
         "watch_inputs": check.watch_inputs,
         "out": str(out),
+        "timeout": limits.timeout,
     }
 
 
-def run_checks(package: Path, checks: list[Check], reference: ReferenceData, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Outcome]:
+def run_checks(package: Path, checks: list[Check], reference: ReferenceData, limits: Limits = Limits()) -> dict[str, Outcome]:
     """Every check's outcome, in order; a worker that dies or hangs is replaced for the next check."""
-    from safetensors.torch import load_file
+    from safetensors.numpy import load_file
 
     outcomes: dict[str, Outcome] = {}
+    timeout = limits.timeout
     with tempfile.TemporaryDirectory(prefix="gpt2-grader-") as scratch, open(Path(scratch) / "learner.log", "w") as log:
         worker = None
         for check in checks:
-            worker = worker or Worker(package, reference, log)
+            worker = worker or Worker(package, reference, log, limits.memory_gb)
             out = Path(scratch) / f"{check.id}.safetensors"
             started = time.monotonic()
             try:
-                reply = worker.ask(request_for(check, reference, out), timeout)
+                reply = worker.ask(request_for(check, reference, out, limits), timeout + GRACE)
                 outputs = load_file(str(out)) if out.exists() else {}
                 outcomes[check.id] = Outcome(reply["status"], reply, outputs, time.monotonic() - started)
             except TimeoutError:

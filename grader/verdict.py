@@ -16,6 +16,8 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
     result.file, result.line = where.get("file") or f"{check.target.file}.py", where.get("line")
     if outcome.status in ("timeout", "crashed"):
         return _set(result, "timeout" if outcome.status == "timeout" else "error", reply["error"])
+    if outcome.status == "forbidden":
+        return _set(result, "fail", reply["error"] + at(where))
     if outcome.status == "weights":
         return _set(result, "fail", weights_message(reply["weights"]))
     failure = first_failing_case(check, outcome, reference, result)
@@ -27,7 +29,7 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
         return _set(result, "error", reply["error"] + at(where))
     if "bad_output" in reply:
         bad = reply["bad_output"]
-        return _set(result, "fail", f"{check.target.label} returned a {bad['type']} on {bad['case']}, not a torch.Tensor")
+        return _set(result, "fail", f"{check.target.label} {bad['problem']} on {bad['case']}")
     if check.notes:
         result.notes = check.notes({**reply, "outputs": _case_outputs(outcome), "expected": reference.expected(check.id), "reference_param_counts": reference.meta["param_counts"]})
     return result

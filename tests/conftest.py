@@ -41,9 +41,10 @@ def grade(reference):
     """grade(package, *check_ids) -> Report, in this process (the learner's code still runs in a child)."""
     from grader.checks import select
     from grader.pipeline import grade_package
+    from grader.runner import Limits
 
-    def run(package: Path, *check_ids: str, timeout: float = 60.0):
-        return grade_package(package, select(check_ids), reference, timeout)
+    def run(package: Path, *check_ids: str, **limits):
+        return grade_package(package, select(check_ids), reference, Limits(**limits))
 
     return run
 
