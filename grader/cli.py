@@ -6,6 +6,7 @@ Heavy modules (torch, rich) are imported only once a command needs them, so `gra
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from .runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT
 # `render(report) -> str`; adding a format is one line here and one module there.
 REPORT_FILES = (
     ("--json", "json", "also write the results as JSON to FILE"),
+    ("--junit", "junit", "also write the results as JUnit XML to FILE"),
+    ("--gradescope", "gradescope", "also write the results as Gradescope's results.json to FILE"),
 )
 
 
@@ -28,6 +31,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", choices=("auto", "gpt2", "random"), default="auto", help="gpt2: the released weights; random: a seeded random model of the same shape; auto (default): gpt2 when cached or downloadable, else random")
     for option, _, help_text in REPORT_FILES:
         p.add_argument(option, type=Path, metavar="FILE", help=help_text)
+    p.add_argument("--github", action="store_true", help="under GitHub Actions: a step summary, annotations at your lines, the score as a notice and the GitHub Classroom result")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})")
     p.add_argument("--memory-limit", type=float, default=DEFAULT_MEMORY_LIMIT_GB, metavar="GB", help=f"memory a check may allocate before it is stopped (default: {DEFAULT_MEMORY_LIMIT_GB:g}; 0: no limit)")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
@@ -59,14 +63,19 @@ def grade(checks, package: Path, args) -> int:
 
     from .pipeline import grade_package
     from .refcache import ReferenceUnavailable, ensure_reference
-    from .render import text
+    from .render import github, text
     from .runner import Limits
 
+    on_actions = args.github and github.under_actions(os.environ)
+    if args.github and not on_actions:
+        print("grade: --github does nothing outside GitHub Actions (GITHUB_ACTIONS is not 'true')", file=sys.stderr)
+    # Learner code runs from here on: nothing printed until publish may be read as a workflow command.
+    commands_token = github.stop_commands(sys.stdout) if on_actions else None
     console = Console()
     errors = Console(stderr=True)
     try:
         with errors.status("preparing the reference") as status:
-            reference = ensure_reference(args.reference, lambda message: status.update(message))
+            reference = ensure_reference(args.reference, lambda message: (errors.print(message, style="dim"), status.update(message)))
     except ReferenceUnavailable as error:
         print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
         return 2
@@ -74,6 +83,9 @@ def grade(checks, package: Path, args) -> int:
         report = grade_package(package, checks, reference, Limits(timeout=args.timeout, memory_gb=args.memory_limit))
     text.print_report(report, console)
     write_report_files(report, args)
+    if commands_token:
+        for problem in github.publish(report, os.environ, sys.stdout, commands_token):
+            print(f"grade: {problem}", file=sys.stderr)
     return 0 if report.passed else 1
 
 

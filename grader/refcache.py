@@ -39,6 +39,7 @@ class ReferenceData:
     directory: Path
     meta: dict
     fallback_reason: str | None = None
+    owner: object = None  # keeps a temporary cache directory alive as long as this entry
 
     @property
     def weights_path(self) -> Path:
@@ -170,8 +171,22 @@ def _run_builder(command: list[str], progress: Progress) -> str:
 
 
 def ensure_reference(requested: str, progress: Progress, root: Path | None = None) -> ReferenceData:
-    """A ready cache entry for `requested` ("gpt2", "random" or "auto"), building it if needed."""
+    """A ready cache entry for `requested` ("gpt2", "random" or "auto"), building it if needed.
+
+    When the cache directory cannot be written, the entry is built in a temporary directory that
+    lasts as long as the returned object: slower next time, but this run is graded.
+    """
     root = root or cache_root()
+    try:
+        return _ensure(requested, progress, root)
+    except OSError as error:
+        scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-cache-")
+        progress(f"cannot write the reference cache at {root} ({error.strerror or error}); using a temporary one for this run")
+        data = _ensure(requested, progress, Path(scratch.name))
+        return ReferenceData(data.kind, data.directory, data.meta, data.fallback_reason, owner=scratch)
+
+
+def _ensure(requested: str, progress: Progress, root: Path) -> ReferenceData:
     if requested == "random":
         return _cached_or_built(root, "random", True, progress)
     cached = gpt2_in_hf_cache()
