@@ -34,6 +34,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--github", action="store_true", help="under GitHub Actions: a step summary, annotations at your lines, the score as a notice and the GitHub Classroom result")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})")
     p.add_argument("--memory-limit", type=float, default=DEFAULT_MEMORY_LIMIT_GB, metavar="GB", help=f"memory a check may allocate before it is stopped (default: {DEFAULT_MEMORY_LIMIT_GB:g}; 0: no limit)")
+    p.add_argument("--trace", action="store_true", help="print every tensor your code names, with its shape and GPT-2's")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0); the report prints it")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
     return p
 
@@ -75,12 +77,12 @@ def grade(checks, package: Path, args) -> int:
     errors = Console(stderr=True)
     try:
         with errors.status("preparing the reference") as status:
-            reference = ensure_reference(args.reference, lambda message: (errors.print(message, style="dim"), status.update(message)))
+            reference = ensure_reference(args.reference, lambda message: (errors.print(message, style="dim"), status.update(message)), seed=args.seed)
     except ReferenceUnavailable as error:
         print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
         return 2
     with errors.status(f"running {len(checks)} checks on {package}"):
-        report = grade_package(package, checks, reference, Limits(timeout=args.timeout, memory_gb=args.memory_limit))
+        report = grade_package(package, checks, reference, Limits(timeout=args.timeout, memory_gb=args.memory_limit, trace=args.trace))
     text.print_report(report, console)
     write_report_files(report, args)
     if commands_token:

@@ -147,10 +147,11 @@ class CaseContext:
         self.package, self.target, self.weights, self.inputs, self.reply = package, target, weights, inputs, reply
         self.case: dict = {}
         self.key = ""
+        self.captured: list = []  # the recorded tensors of this case, when they are kept
         self._built: dict = {}
 
     def start(self, check_id: str, case: dict) -> None:
-        self.case, self.key = case, f"{check_id}/{case['name']}"
+        self.case, self.key, self.captured = case, f"{check_id}/{case['name']}", []
 
     @property
     def args(self) -> list:
@@ -213,13 +214,30 @@ def source_place(function) -> dict:
         return {}
 
 
-def call_target(ctx: CaseContext, args: list):
-    """The default driver: call the learner's function, or the method of its loaded module."""
+def target_function(ctx: CaseContext):
+    """The learner's function, or the method of its module loaded with this case's weights."""
     target = ctx.target
     obj = ctx.package.attribute(target["file"], target["name"])
     function = obj if target["method"] is None else getattr(ctx.module(obj), target["method"])
     ctx.reply["target_where"] = source_place(function)
-    return function(*args)
+    return function
+
+
+def call_target(ctx: CaseContext, args: list, capture: dict | None = None):
+    """The default driver: call the target, recording its intermediates when asked to."""
+    function = target_function(ctx)
+    if not capture:
+        return function(*args)
+    root = getattr(function, "__self__", None)
+    recorder = Recorder(ctx.package.path, capture["modes"], capture["keep"], root, (ctx.case["weights"] or "").rstrip("."), ctx.target["name"])
+    with recorder:
+        try:
+            return function(*args)
+        finally:
+            ctx.reply.setdefault("captures", {})[ctx.case["name"]] = recorder.records
+            ctx.captured = recorder.kept
+            if root is not None and "parameters" not in ctx.reply:  # the first case's, like its trace
+                ctx.reply["parameters"] = [{"tag": recorder.tag_of_path(name.rpartition(".")[0]), "name": name.rpartition(".")[2], "shape": list(p.shape)} for name, p in root.named_parameters()]
 
 
 def driver_for(target: dict):
@@ -229,6 +247,75 @@ def driver_for(target: dict):
     return getattr(importlib.import_module(module_name), function)
 
 
+class Recorder:
+    """Records, in order, each tensor the learner's code binds to a name (the locals of every
+    function in the learner's files, seen line by line) and each submodule's output, tagged by the
+    module's path, which is also transformer_lens's hook prefix (`blocks.0.attn`)."""
+
+    def __init__(self, package_dir: Path, modes: list[str], keep: list[str], root, root_tag: str, root_name: str):
+        self.prefix = str(package_dir) + os.sep
+        self.modes, self.keep, self.root, self.root_tag, self.root_name = modes, keep, root, root_tag, root_name
+        self.paths = {id(module): name for name, module in root.named_modules()} if root is not None else {}
+        self.records: list[dict] = []
+        self.kept: list = []  # the values of the records whose kind a diagnosis compares
+        self._last: dict = {}
+        self._hooks: list = []
+
+    def tag_of_path(self, path: str) -> str:
+        """`blocks.0.attn` for the attention of a block graded as `blocks.0`; the root's own name
+        (`Transformer`) for a root that has no path."""
+        return ".".join(part for part in (self.root_tag, path) if part) or self.root_name
+
+    def record(self, kind: str, tag: str, name: str, value) -> None:
+        saved = None
+        if kind in self.keep:
+            saved = len(self.kept)
+            self.kept.append(value.detach())
+        self.records.append({"kind": kind, "tag": tag, "name": name, "shape": list(value.shape), "saved": saved})
+
+    def __enter__(self):
+        if "modules" in self.modes and self.root is not None:
+            for path, module in self.root.named_modules():
+                if path:
+                    hook = functools.partial(self._module_output, self.tag_of_path(path))
+                    self._hooks.append(module.register_forward_hook(hook))
+        if "locals" in self.modes:
+            sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc):
+        sys.settrace(None)
+        for hook in self._hooks:
+            hook.remove()
+
+    def _module_output(self, tag: str, _module, _inputs, output) -> None:
+        import torch
+
+        if isinstance(output, torch.Tensor):
+            self.record("modules", tag, "output", output)
+
+    def _global(self, frame, event, _arg):
+        return self._local if event == "call" and frame.f_code.co_filename.startswith(self.prefix) else None
+
+    def _local(self, frame, _event, _arg):
+        import torch
+
+        tag = None
+        for name, value in list(frame.f_locals.items()):
+            if name == "self" or not isinstance(value, torch.Tensor) or self._last.get((id(frame), name)) is value:
+                continue
+            self._last[(id(frame), name)] = value
+            tag = tag or self._frame_tag(frame)
+            self.record("locals", tag, name, value)
+        return self._local
+
+    def _frame_tag(self, frame) -> str:
+        owner = frame.f_locals.get("self")
+        if id(owner) in self.paths:
+            return self.tag_of_path(self.paths[id(owner)])
+        return frame.f_code.co_name
+
+
 def run_request(package: LearnerPackage, request: dict, weights, inputs) -> dict:
     import torch
     from safetensors.torch import save_file
@@ -236,6 +323,8 @@ def run_request(package: LearnerPackage, request: dict, weights, inputs) -> dict
     reply: dict = {"outputs": [], "param_counts": {}}
     ctx = CaseContext(package, request["target"], weights, inputs, reply)
     drive = driver_for(request["target"])
+    if drive is call_target and request.get("capture"):
+        drive = functools.partial(call_target, capture=request["capture"])
     outputs = {}
     try:
         for case in request["cases"]:
@@ -249,6 +338,7 @@ def run_request(package: LearnerPackage, request: dict, weights, inputs) -> dict
                 reply["bad_output"] = {"case": case["name"], "problem": problem}
                 break
             outputs[f"{case['name']}/out"] = result.detach().clone().contiguous()
+            outputs.update({f"{case['name']}/capture/{i}": value.clone().contiguous() for i, value in enumerate(ctx.captured)})
             if request["watch_inputs"]:
                 for i, arg in enumerate(args):
                     outputs[f"{case['name']}/arg{i}_after"] = arg.detach().clone().contiguous()

@@ -15,4 +15,4 @@ from .verdict import judge
 def grade_package(package: Path, checks: Sequence[Check], reference: ReferenceData, limits: Limits = Limits()) -> Report:
     outcomes = run_checks(package, list(checks), reference, limits)
     results = [judge(check, outcomes[check.id], reference) for check in checks]
-    return Report(reference.kind, str(package), results, reference.fallback_reason)
+    return Report(reference.kind, str(package), results, reference.fallback_reason, reference.meta.get("seed", 0))

@@ -75,8 +75,8 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-def entry_dir(root: Path, kind: str) -> Path:
-    return root / f"{kind}-{code_fingerprint()}"
+def entry_dir(root: Path, kind: str, seed: int) -> Path:
+    return root / f"{kind}-seed{seed}-{code_fingerprint()}"
 
 
 def read_entry(directory: Path, kind: str) -> ReferenceData:
@@ -129,12 +129,12 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 Progress = Callable[[str], None]
 
 
-def build_entry(root: Path, kind: str, offline: bool, progress: Progress) -> ReferenceData:
+def build_entry(root: Path, kind: str, seed: int, offline: bool, progress: Progress) -> ReferenceData:
     """Run the reference builder in its own process and move its output into place."""
-    target = entry_dir(root, kind)
+    target = entry_dir(root, kind, seed)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".building-"))
-    command = [sys.executable, "-m", "grader.reference", "--kind", kind, "--out", str(staging), "--random-hub", str(root / "random-hub")]
+    command = [sys.executable, "-m", "grader.reference", "--kind", kind, "--out", str(staging), "--random-hub", str(root / "random-hub"), "--seed", str(seed)]
     if offline:
         command.append("--offline")
     try:
@@ -170,7 +170,7 @@ def _run_builder(command: list[str], progress: Progress) -> str:
     return last_other if process.returncode else ""
 
 
-def ensure_reference(requested: str, progress: Progress, root: Path | None = None) -> ReferenceData:
+def ensure_reference(requested: str, progress: Progress, root: Path | None = None, seed: int = 0) -> ReferenceData:
     """A ready cache entry for `requested` ("gpt2", "random" or "auto"), building it if needed.
 
     When the cache directory cannot be written, the entry is built in a temporary directory that
@@ -178,30 +178,30 @@ def ensure_reference(requested: str, progress: Progress, root: Path | None = Non
     """
     root = root or cache_root()
     try:
-        return _ensure(requested, progress, root)
+        return _ensure(requested, progress, root, seed)
     except OSError as error:
         scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-cache-")
         progress(f"cannot write the reference cache at {root} ({error.strerror or error}); using a temporary one for this run")
-        data = _ensure(requested, progress, Path(scratch.name))
+        data = _ensure(requested, progress, Path(scratch.name), seed)
         return ReferenceData(data.kind, data.directory, data.meta, data.fallback_reason, owner=scratch)
 
 
-def _ensure(requested: str, progress: Progress, root: Path) -> ReferenceData:
+def _ensure(requested: str, progress: Progress, root: Path, seed: int) -> ReferenceData:
     if requested == "random":
-        return _cached_or_built(root, "random", True, progress)
+        return _cached_or_built(root, "random", seed, True, progress)
     cached = gpt2_in_hf_cache()
     if requested == "gpt2":
-        return _cached_or_built(root, "gpt2", cached, progress, build=cached or hub_reachable())
+        return _cached_or_built(root, "gpt2", seed, cached, progress, build=cached or hub_reachable())
     try:
-        return _cached_or_built(root, "gpt2", cached, progress, build=cached or hub_reachable())
+        return _cached_or_built(root, "gpt2", seed, cached, progress, build=cached or hub_reachable())
     except ReferenceUnavailable as error:
         reason = str(error)
-    data = _cached_or_built(root, "random", True, progress)
+    data = _cached_or_built(root, "random", seed, True, progress)
     return ReferenceData(data.kind, data.directory, data.meta, fallback_reason=reason)
 
 
-def _cached_or_built(root: Path, kind: str, offline: bool, progress: Progress, build: bool = True) -> ReferenceData:
-    directory = entry_dir(root, kind)
+def _cached_or_built(root: Path, kind: str, seed: int, offline: bool, progress: Progress, build: bool = True) -> ReferenceData:
+    directory = entry_dir(root, kind, seed)
     if directory.exists():
         try:
             return read_entry(directory, kind)
@@ -210,4 +210,4 @@ def _cached_or_built(root: Path, kind: str, offline: bool, progress: Progress, b
             shutil.rmtree(directory, ignore_errors=True)
     if not build:
         raise ReferenceUnavailable(f"GPT-2 is not in the Hugging Face cache ({hf_hub_cache()}) and huggingface.co cannot be reached")
-    return build_entry(root, kind, offline, progress)
+    return build_entry(root, kind, seed, offline, progress)

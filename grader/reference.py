@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 MODEL_NAME = "gpt2"
 PROMPT = "The cat sat on the mat"
-RANDOM_SEED = 0
+MODEL_SEED = 0  # the random model's weights
+DEFAULT_INPUT_SEED = 0  # the random inputs; `grade --seed N` picks others
 PROGRESS_PREFIX = "[reference] "  # marks the lines the grader shows as progress
 SNAPSHOT = "0" * 40  # the commit name of the random model's local snapshot
 
@@ -68,7 +69,7 @@ def write_random_hub(hub: Path) -> None:
     staging = Path(tempfile.mkdtemp(dir=hub, prefix=".staging-"))
     snapshot = random_hub_snapshot(staging)
     snapshot.mkdir(parents=True)
-    torch.manual_seed(RANDOM_SEED)
+    torch.manual_seed(MODEL_SEED)
     model = GPT2LMHeadModel(GPT2Config(n_ctx=1024))
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -96,7 +97,7 @@ def write_random_hub(hub: Path) -> None:
 class Reference:
     """GPT-2 behind a small tensor interface: activations, module calls and parameters."""
 
-    def __init__(self, model: HookedTransformer, kind: str, seed: int = RANDOM_SEED):
+    def __init__(self, model: HookedTransformer, kind: str, seed: int = DEFAULT_INPUT_SEED):
         import torch
 
         self.model = model
@@ -106,6 +107,8 @@ class Reference:
         self.n_ctx = model.cfg.n_ctx
         self.d_model = model.cfg.d_model
         self.d_vocab = model.cfg.d_vocab
+        self.layer_norm_eps = model.cfg.eps
+        self.seed = seed
         self.generator = torch.Generator().manual_seed(seed)
         self.tokens = {
             "prompt": model.to_tokens(PROMPT, prepend_bos=True).cpu(),
@@ -132,16 +135,43 @@ class Reference:
         with torch.no_grad():
             return torch.func.functional_call(module, overrides or {}, args).detach().clone()
 
+    def call_with_hooks(self, path: str, *args: torch.Tensor, hooks: tuple[str, ...]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Like `call`, also returning what the named hook points inside the submodule saw."""
+        module = self.model.get_submodule(path)
+        seen: dict[str, torch.Tensor] = {}
+        handles = [module.get_submodule(name).register_forward_hook(lambda _m, _i, out, name=name: seen.__setitem__(name, out.detach().clone())) for name in hooks]
+        try:
+            return self.call(path, *args), seen
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    @property
+    def tokenizer(self):
+        """GPT-2's tokenizer, as transformer_lens loaded it with the model."""
+        return self.model.tokenizer
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """GPT-2's logits on any token ids, (batch, posn) -> (batch, posn, d_vocab)."""
+        import torch
+
+        with torch.no_grad():
+            return self.model(tokens).detach().clone()
+
     def gelu_new(self, x: torch.Tensor) -> torch.Tensor:
         from transformer_lens.utils import gelu_new
 
         return gelu_new(x)
 
+    def parameters_of(self, path: str) -> dict[str, torch.Tensor]:
+        """The parameters of the submodule at `path`, by their names inside it."""
+        return {name: param.detach().clone() for name, param in self.model.get_submodule(path).named_parameters()}
+
     def parameters(self) -> dict[str, torch.Tensor]:
         return {name: param.detach().clone().contiguous() for name, param in self.model.named_parameters()}
 
 
-def load(kind: str) -> Reference:
+def load(kind: str, seed: int = DEFAULT_INPUT_SEED) -> Reference:
     """Load GPT-2 with every weight processing off, so parameters and activations are GPT-2's own."""
     import torch
     from transformer_lens import HookedTransformer
@@ -151,8 +181,8 @@ def load(kind: str) -> Reference:
     if kind == "random":
         # GPT-2 has no unembedding bias, so the loader sets b_U to zeros; make it non-trivial too.
         with torch.no_grad():
-            model.unembed.b_U.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(RANDOM_SEED))
-    return Reference(model, kind)
+            model.unembed.b_U.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(MODEL_SEED))
+    return Reference(model, kind, seed)
 
 
 # --- the cache entry ----------------------------------------------------------------------------
@@ -186,13 +216,19 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
             for name, value in case.extra.items():
                 inputs[f"{key}/{name}"] = value.clone().contiguous()
             expected[key] = case.expected.clone().contiguous()
-            cases_meta[check.id].append({"name": case.name, "args": len(case.args), "weights": case.weights, "overrides": sorted(case.overrides), "hint": case.hint})
+            for label, value in case.steps.items():
+                expected[f"{key}/step/{label}"] = value.clone().contiguous()
+            for i, value in enumerate(case.mistakes.values()):
+                expected[f"{key}/mistake/{i}"] = value.clone().contiguous()
+            cases_meta[check.id].append(
+                {"name": case.name, "args": len(case.args), "weights": case.weights, "overrides": sorted(case.overrides), "hint": case.hint, "steps": list(case.steps), "mistakes": list(case.mistakes)}
+            )
     parameters = ref.parameters()
     progress("writing the reference weights")
     save_file(parameters, str(out / "weights.safetensors"))
     save_file(inputs, str(out / "inputs.safetensors"))
     save_file(expected, str(out / "expected.safetensors"))
-    meta = {"reference": ref.kind, "param_counts": param_counts(parameters), "cases": cases_meta, "prompt_tokens": ref.tokens["prompt"][0].tolist()}
+    meta = {"reference": ref.kind, "seed": ref.seed, "param_counts": param_counts(parameters), "cases": cases_meta, "prompt_tokens": ref.tokens["prompt"][0].tolist()}
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
@@ -202,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--offline", action="store_true", help="use only the local Hugging Face cache")
     parser.add_argument("--random-hub", type=Path, help="where the random model's Hugging Face cache lives")
+    parser.add_argument("--seed", type=int, default=DEFAULT_INPUT_SEED, help="seed of the random inputs")
     args = parser.parse_args(argv)
 
     def progress(message: str) -> None:
@@ -216,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         progress("writing a seeded random GPT-2 small as a local model cache")
         write_random_hub(args.random_hub)
     progress(f"loading the {args.kind} reference with transformer_lens")
-    ref = load(args.kind)
+    ref = load(args.kind, args.seed)
     write_entry(ref, args.out, progress)
     return 0
 

@@ -22,6 +22,10 @@ class CheckResult:
     file: str | None = None
     line: int | None = None
     seconds: float = 0.0
+    hint: str | None = None  # the classic mistake the output matches
+    divergence: str | None = None  # the first of GPT-2's intermediate steps the learner's code misses
+    next_step: str = ""
+    trace: list[dict] = field(default_factory=list)  # {tag, name, shape, expected_shape}, with --trace
 
     @property
     def score(self) -> int:
@@ -37,6 +41,7 @@ class Report:
     package: str
     checks: list[CheckResult]
     fallback_reason: str | None = None
+    seed: int = 0  # of the random inputs
 
     @property
     def score(self) -> int:
@@ -54,6 +59,7 @@ class Report:
         return {
             "reference": self.reference,
             "fallback_reason": self.fallback_reason,
+            "seed": self.seed,
             "package": self.package,
             "score": self.score,
             "max_score": self.max_score,

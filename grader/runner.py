@@ -91,6 +91,7 @@ class Limits:
     timeout: float = DEFAULT_TIMEOUT  # seconds per check
     memory_gb: float = DEFAULT_MEMORY_LIMIT_GB  # 0: no limit
     fast_init: bool = True  # skip the random initialisation the reference weights overwrite
+    trace: bool = False  # record every tensor the learner's code names, for `grade --trace`
 
 
 def request_for(check: Check, reference: ReferenceData, out: Path, limits: Limits) -> dict:
@@ -102,7 +103,15 @@ def request_for(check: Check, reference: ReferenceData, out: Path, limits: Limit
         "watch_inputs": check.watch_inputs,
         "out": str(out),
         "timeout": limits.timeout,
+        "capture": capture_request(check, limits.trace),
     }
+
+
+def capture_request(check: Check, trace: bool) -> dict | None:
+    """What the learner's process records: the check's own needs for diagnosis, plus every named
+    tensor under --trace. Values travel back only when a diagnosis compares them."""
+    modes = set(check.capture) | ({"locals"} if trace else set())
+    return {"modes": sorted(modes), "keep": list(check.capture)} if modes else None
 
 
 def run_checks(package: Path, checks: list[Check], reference: ReferenceData, limits: Limits = Limits()) -> dict[str, Outcome]:

@@ -1,70 +1,150 @@
-"""From what the learner's process sent back to a `CheckResult`: the compare stage of the pipeline."""
+"""From what the learner's process sent back to a `CheckResult`: compare, then diagnose."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .checks import Check
 from .compare import CaseComparison, allclose, modified_in_place
+from .diagnose import expected_shape, first_divergence, matching_mistake
 from .refcache import ReferenceData
 from .results import CheckResult
 from .runner import Outcome
 
 
+@dataclass
+class Failure:
+    case: str
+    message: str
+    output_wrong: bool  # False when the output is right but something else is not (an input modified in place)
+
+
+class Evidence:
+    """One check's outcome beside the reference's side of its cases, read once."""
+
+    def __init__(self, check: Check, outcome: Outcome, reference: ReferenceData):
+        self.check, self.outcome, self.reply = check, outcome, outcome.reply
+        self.cases = {case["name"]: case for case in reference.cases(check.id)}
+        self.expected = reference.expected(check.id)
+        self.inputs = reference.inputs(check.id) if check.watch_inputs else {}
+        self.reference_param_counts = reference.meta["param_counts"]
+
+    def output(self, case: str):
+        return self.outcome.outputs[f"{case}/out"]
+
+    def steps(self, case: str) -> list[tuple[str, object]]:
+        return [(label, self.expected[f"{case}/step/{label}"]) for label in self.cases[case]["steps"]]
+
+    def mistakes(self, case: str) -> list[tuple[str, object]]:
+        return [(hint, self.expected[f"{case}/mistake/{i}"]) for i, hint in enumerate(self.cases[case]["mistakes"])]
+
+    def captured(self, case: str) -> list:
+        records = self.reply.get("captures", {}).get(case, [])
+        return [self.outcome.outputs[f"{case}/capture/{r['saved']}"] for r in records if r["saved"] is not None]
+
+
 def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResult:
+    evidence = Evidence(check, outcome, reference)
     result = CheckResult(check.id, check.part, check.summary, "pass", check.points, seconds=round(outcome.seconds, 3))
     reply = outcome.reply
     where = reply.get("where") or reply.get("target_where") or {}
     result.file, result.line = where.get("file") or f"{check.target.file}.py", where.get("line")
+    result.trace = trace_lines(evidence)
+    verdict(evidence, result, where)
+    result.next_step = next_step(check, result)
+    return result
+
+
+def verdict(evidence: Evidence, result: CheckResult, where: dict) -> None:
+    check, outcome, reply = evidence.check, evidence.outcome, evidence.reply
     if outcome.status in ("timeout", "crashed"):
         return _set(result, "timeout" if outcome.status == "timeout" else "error", reply["error"])
     if outcome.status == "forbidden":
         return _set(result, "fail", reply["error"] + at(where))
     if outcome.status == "weights":
         return _set(result, "fail", weights_message(reply["weights"]))
-    failure = first_failing_case(check, outcome, reference, result)
+    failure = first_failing_case(evidence, result)
     if outcome.status == "todo":
         return _set(result, "todo", f"{check.target.label} is not implemented yet" + at(where, code=False))
     if failure:
-        return _set(result, "fail", failure)
+        _set(result, "fail", failure.message)
+        if failure.output_wrong:
+            diagnose(evidence, failure.case, result)
+        return None
     if outcome.status == "error":
         return _set(result, "error", reply["error"] + at(where))
     if "bad_output" in reply:
         bad = reply["bad_output"]
         return _set(result, "fail", f"{check.target.label} {bad['problem']} on {bad['case']}")
     if check.notes:
-        result.notes = check.notes({**reply, "outputs": _case_outputs(outcome), "expected": reference.expected(check.id), "reference_param_counts": reference.meta["param_counts"]})
-    return result
+        outputs = {name: evidence.output(name) for name in reply["outputs"]}
+        result.notes = check.notes({**reply, "outputs": outputs, "expected": evidence.expected, "reference_param_counts": evidence.reference_param_counts})
+    return None
 
 
-def first_failing_case(check: Check, outcome: Outcome, reference: ReferenceData, result: CheckResult) -> str | None:
-    """Compare every case the learner's code completed; describe the first that fails.
+def first_failing_case(evidence: Evidence, result: CheckResult) -> Failure | None:
+    """Compare every case the learner's code completed; the first that fails.
 
     A case with a hint (an input built to expose one mistake) names that mistake only when no
     ordinary case fails too.
     """
-    if not outcome.outputs:
-        return None
-    expected = reference.expected(check.id)
-    inputs = reference.inputs(check.id) if check.watch_inputs else {}
+    check = evidence.check
     compare = check.comparison or allclose
-    cases = {case["name"]: case for case in reference.cases(check.id)}
     failures = []
-    for name in outcome.reply["outputs"]:
-        comparison: CaseComparison = compare(outcome.outputs[f"{name}/out"], expected[name], check.tolerance)
+    for name in evidence.reply.get("outputs", []):
+        comparison: CaseComparison = compare(evidence.output(name), evidence.expected[name], check.tolerance)
         if result.actual_shape is None:
             result.actual_shape, result.expected_shape = comparison.actual_shape, comparison.expected_shape
         if comparison.max_abs_diff is not None:
             result.max_abs_diff = max(result.max_abs_diff or 0.0, comparison.max_abs_diff)
         if not comparison.ok:
-            failures.append((name, comparison.message))
-        elif any(modified_in_place(inputs[f"{name}/arg{i}"], outcome.outputs[f"{name}/arg{i}_after"]) for i in range(cases[name]["args"]) if f"{name}/arg{i}_after" in outcome.outputs):
-            failures.append((name, f"the output is right but {check.target.label} modified its input in place (use x = x + ..., not x += ...)"))
-    if not failures:
-        return None
-    if all(cases[name]["hint"] for name, _ in failures):
-        name, message = failures[0]
-        return f"differs from GPT-2 on {name}: {message}; {cases[name]['hint']}"
-    name, message = next((n, m) for n, m in failures if not cases[n]["hint"])
-    return message if "in place" in message else f"differs from GPT-2 on {name}: {message}"
+            failures.append(Failure(name, f"differs from {check.expected_from} on {name}: {comparison.message}", True))
+        elif modified_input(evidence, name):
+            failures.append(Failure(name, f"the output is right but {check.target.label} modified its input in place on {name} (use x = x + ..., not x += ...)", False))
+    hinted = [f for f in failures if evidence.cases[f.case]["hint"]]
+    if failures and len(hinted) == len(failures):
+        first = failures[0]
+        return Failure(first.case, f"{first.message}; {evidence.cases[first.case]['hint']}", True)
+    return next((f for f in failures if f not in hinted), None)
+
+
+def modified_input(evidence: Evidence, case: str) -> bool:
+    outputs = evidence.outcome.outputs
+    return any(modified_in_place(evidence.inputs[f"{case}/arg{i}"], outputs[f"{case}/arg{i}_after"]) for i in range(evidence.cases[case]["args"]) if f"{case}/arg{i}_after" in outputs)
+
+
+def diagnose(evidence: Evidence, case: str, result: CheckResult) -> None:
+    tolerance = evidence.check.tolerance
+    result.hint = matching_mistake(evidence.output(case), evidence.mistakes(case), tolerance)
+    result.divergence = first_divergence(evidence.steps(case), evidence.captured(case), tolerance)
+
+
+def trace_lines(evidence: Evidence) -> list[dict]:
+    """Every tensor the learner's code named on the first case, with GPT-2's shape where known."""
+    captures = evidence.reply.get("captures", {})
+    case = next(iter(evidence.cases), None)
+    if case not in captures:
+        return []
+    shapes = {label: list(value.shape) for label, value in evidence.steps(case)}
+    shapes.setdefault("output", list(evidence.expected[case].shape))
+    parameters = [{**p, "expected_shape": None} for p in evidence.reply.get("parameters", [])]
+    locals_ = [{"tag": r["tag"], "name": r["name"], "shape": r["shape"], "expected_shape": expected_shape(r["name"], shapes)} for r in captures[case] if r["kind"] == "locals"]
+    return parameters + locals_
+
+
+def next_step(check: Check, result: CheckResult) -> str:
+    place = f"{result.file}:{result.line}" if result.line else result.file
+    if result.status == "todo":
+        return f"implement {check.target.label} ({place})"
+    if result.status == "timeout":
+        return f"look for a loop that never ends in {check.target.label} ({place}); --timeout allows more time"
+    if result.status == "error":
+        return f"fix the exception at {place}"
+    if result.status != "fail":
+        return ""
+    if result.hint:
+        return f"most likely: {result.hint}"
+    return f"compare each step of {check.target.label} ({place}) with GPT-2's: grade {check.id} --trace prints every tensor's shape"
 
 
 def weights_message(facts: dict) -> str:
@@ -85,10 +165,5 @@ def at(where: dict, code: bool = True) -> str:
     return f" ({where['file']}:{where['line']}{line})"
 
 
-def _case_outputs(outcome: Outcome) -> dict:
-    return {key[: -len("/out")]: value for key, value in outcome.outputs.items() if key.endswith("/out")}
-
-
-def _set(result: CheckResult, status: str, message: str) -> CheckResult:
+def _set(result: CheckResult, status: str, message: str) -> None:
     result.status, result.message = status, message
-    return result

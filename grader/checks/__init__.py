@@ -52,7 +52,10 @@ class Case:
 
     `weights` is the prefix of the reference state_dict loaded into the learner's module ("" for
     the whole model, None for a function); `overrides` replaces some of those parameters; `hint`
-    is what it most likely means when this case alone fails.
+    is what it most likely means when this case alone fails. `steps` are the reference's
+    intermediates in computation order (label -> tensor), for finding where the learner's
+    computation first leaves GPT-2's; `mistakes` map a one-line hint to what that known mistake
+    outputs on this case.
     """
 
     name: str
@@ -62,6 +65,8 @@ class Case:
     overrides: dict[str, Tensor] = field(default_factory=dict)
     hint: str = ""
     extra: dict[str, Tensor] = field(default_factory=dict)  # more named inputs, for drivers
+    steps: dict[str, Tensor] = field(default_factory=dict)
+    mistakes: dict[str, Tensor] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,9 @@ class Check:
     comparison: Callable[..., Any] | None = None  # (actual, expected, tolerance) -> CaseComparison; None: allclose
     tolerance: Tolerance = Tolerance()
     watch_inputs: bool = False
+    capture: tuple[str, ...] = ()  # what the learner's process records for diagnosis: "locals", "modules"
     notes: Callable[[dict[str, Any]], list[str]] | None = None
+    expected_from: str = "GPT-2"  # where the expected values come from, as failure messages say
 
 
 PARTS = ("model",)  # modules of this package, each with a CHECKS tuple, in course order

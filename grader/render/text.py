@@ -41,9 +41,28 @@ def messages(report: Report) -> list[Text]:
     """One paragraph per check that has something to say, below the table."""
     lines = []
     for check in report.checks:
-        for i, line in enumerate(filter(None, [check.message, *check.notes])):
+        said = [check.message, *check.notes, check.divergence and f"where: {check.divergence}", check.next_step and f"next: {check.next_step}"]
+        for i, line in enumerate(filter(None, said)):
             label = f"{check.id} ({check.status}): " if i == 0 else " " * (len(check.id) + 2)
             lines.append(Text.assemble((label, STYLES[check.status] if i == 0 else ""), line))
+    return lines
+
+
+def trace(check: CheckResult) -> list[Text]:
+    """The check's tensors in the order the learner's code made them, as `grade --trace` shows."""
+    if not check.trace:
+        return []
+    width = max(len(f"[{line['tag']}]") + len(line["name"]) for line in check.trace) + 2
+    lines = [Text(f"trace of {check.id}:", style="bold")]
+    for line in check.trace:
+        shape = str(tuple(line["shape"]))
+        head = f"[{line['tag']}]".ljust(width - len(line["name"])) + f"{line['name']}: {shape:<18}"
+        expected = line["expected_shape"]
+        if expected is None:
+            lines.append(Text(head))
+        else:
+            differs = expected != line["shape"]
+            lines.append(Text.assemble(head, (f" expected {tuple(expected)}", "red" if differs else "dim"), (" <- differs" if differs else "", "red")))
     return lines
 
 
@@ -56,9 +75,13 @@ def render(report: Report) -> Group:
     parts.extend(messages(report))
     counts = {status: sum(c.status == status for c in report.checks) for status in STYLES}
     summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
-    parts.append(Text(f"score {report.score}/{report.max_score} ({summary})", style="bold"))
+    parts.append(Text(f"score {report.score}/{report.max_score} ({summary}); random inputs from seed {report.seed} (--seed)", style="bold"))
     return Group(*parts)
 
 
 def print_report(report: Report, console: Console | None = None) -> None:
-    (console or Console()).print(render(report))
+    console = console or Console()
+    for check in report.checks:  # traces first, so the verdict stays at the bottom of the screen
+        for line in trace(check):
+            console.print(line, soft_wrap=True)
+    console.print(render(report))
