@@ -64,7 +64,7 @@ def grade(checks, package: Path, args) -> int:
     from rich.console import Console
 
     from .pipeline import grade_package
-    from .refcache import ReferenceUnavailable, ensure_reference
+    from .refcache import ReferenceUnavailable
     from .render import github, text
     from .runner import Limits
 
@@ -76,8 +76,7 @@ def grade(checks, package: Path, args) -> int:
     console = Console()
     errors = Console(stderr=True)
     try:
-        with errors.status("preparing the reference") as status:
-            reference = ensure_reference(args.reference, lambda message: (errors.print(message, style="dim"), status.update(message)), seed=args.seed)
+        reference = prepare_reference(args, errors)
     except ReferenceUnavailable as error:
         print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
         return 2
@@ -89,6 +88,24 @@ def grade(checks, package: Path, args) -> int:
         for problem in github.publish(report, os.environ, sys.stdout, commands_token):
             print(f"grade: {problem}", file=sys.stderr)
     return 0 if report.passed else 1
+
+
+def prepare_reference(args, errors):
+    """The reference cache entry, with a progress bar while it is built (the first run only)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .refcache import ensure_reference
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=errors, transient=True) as bar:
+        task = bar.add_task("checking the reference cache", total=1.0)
+
+        def progress(message: str, fraction: float | None = None) -> None:
+            if fraction is None:
+                bar.console.print(message)
+            else:
+                bar.update(task, description=message, completed=fraction)
+
+        return ensure_reference(args.reference, progress, seed=args.seed)
 
 
 def write_report_files(report, args) -> None:

@@ -1,7 +1,7 @@
 """The child side: runs the learner's code and sends back nothing but tensors and facts.
 
-Started by `runner.Worker` as `python -m grader.learner PACKAGE WEIGHTS INPUTS FD`. It reads one
-JSON request per line on stdin, writes each case's output to a safetensors file, and answers with
+Started by `runner.Worker` as `python -m grader.learner WEIGHTS INPUTS FD MEMORY`. It reads one
+JSON request per line on stdin (which package, which check), writes each case's output to a safetensors file, and answers with
 one JSON line on file descriptor FD. It imports the learner's package under a private name, never
 the reference, and every comparison happens in the parent on the tensors it writes.
 
@@ -374,10 +374,13 @@ def failure_reply(error: BaseException, package: Path) -> dict:
     return {"status": "error", "error": one_line(error), "where": where}
 
 
-def handle(package_path: Path, request: dict, weights_path: str, inputs_path: str) -> dict:
+def handle(request: dict, weights_path: str, inputs_path: str) -> dict:
     """One check, start to finish, in the current process."""
     from safetensors import safe_open
 
+    package_path = Path(request["package"])
+    solutions = Path(__file__).resolve().parent.parent / "solutions"
+    install_guards([] if package_path.resolve() == solutions else [solutions])
     try:
         package = LearnerPackage(package_path)
         with safe_open(weights_path, "pt") as weights, safe_open(inputs_path, "pt") as inputs:
@@ -446,20 +449,18 @@ def preload() -> None:
             importlib.import_module(name)
 
 
-def serve(package_path: Path, weights_path: str, inputs_path: str, reply_fd: int, memory_limit: int) -> None:
+def serve(weights_path: str, inputs_path: str, reply_fd: int, memory_limit: int) -> None:
     replies = os.fdopen(reply_fd, "w")
     if sys.path and Path(sys.path[0] or ".").resolve() == Path.cwd():
         sys.path.pop(0)  # `python -m` put the grader's working directory first; the learner gets none of it
     preload()
-    solutions = Path(__file__).resolve().parent.parent / "solutions"
-    install_guards([] if package_path.resolve() == solutions else [solutions])
     for line in sys.stdin:
         request = json.loads(line)
-        job = functools.partial(handle, package_path, request, weights_path, inputs_path)
+        job = functools.partial(handle, request, weights_path, inputs_path)
         reply = run_forked(job, request["timeout"], memory_limit) if FORKS else job()
         replies.write(json.dumps(reply) + "\n")
         replies.flush()
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    serve(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))

@@ -126,7 +126,7 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 # --- building -----------------------------------------------------------------------------------
 
-Progress = Callable[[str], None]
+Progress = Callable[..., None]  # (message, fraction done or None)
 
 
 def build_entry(root: Path, kind: str, seed: int, offline: bool, progress: Progress) -> ReferenceData:
@@ -163,7 +163,8 @@ def _run_builder(command: list[str], progress: Progress) -> str:
     for line in process.stderr:
         line = line.rstrip()
         if line.startswith(PROGRESS_PREFIX):
-            progress(line[len(PROGRESS_PREFIX) :])
+            fraction, _, message = line[len(PROGRESS_PREFIX) :].partition(" ")
+            progress(message, float(fraction))
         elif line.strip():
             last_other = line.strip()
     process.wait()

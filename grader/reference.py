@@ -28,7 +28,7 @@ MODEL_NAME = "gpt2"
 PROMPT = "The cat sat on the mat"
 MODEL_SEED = 0  # the random model's weights
 DEFAULT_INPUT_SEED = 0  # the random inputs; `grade --seed N` picks others
-PROGRESS_PREFIX = "[reference] "  # marks the lines the grader shows as progress
+PROGRESS_PREFIX = "[reference] "  # marks the builder's progress lines: "[reference] 0.300 message"
 SNAPSHOT = "0" * 40  # the commit name of the random model's local snapshot
 
 
@@ -204,8 +204,9 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
     from .checks import registry
 
     inputs, expected, cases_meta = {}, {}, {}
-    for check in registry():
-        progress(f"computing reference outputs for {check.id}")
+    checks = registry()
+    for i, check in enumerate(checks):
+        progress(f"computing GPT-2's outputs for {check.id}", 0.3 + 0.6 * i / len(checks))
         cases_meta[check.id] = []
         for case in check.cases(ref):
             key = f"{check.id}/{case.name}"
@@ -224,7 +225,7 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
                 {"name": case.name, "args": len(case.args), "weights": case.weights, "overrides": sorted(case.overrides), "hint": case.hint, "steps": list(case.steps), "mistakes": list(case.mistakes)}
             )
     parameters = ref.parameters()
-    progress("writing the reference weights")
+    progress("writing the reference weights", 0.9)
     save_file(parameters, str(out / "weights.safetensors"))
     save_file(inputs, str(out / "inputs.safetensors"))
     save_file(expected, str(out / "expected.safetensors"))
@@ -241,8 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=DEFAULT_INPUT_SEED, help="seed of the random inputs")
     args = parser.parse_args(argv)
 
-    def progress(message: str) -> None:
-        print(PROGRESS_PREFIX + message, file=sys.stderr, flush=True)
+    def progress(message: str, fraction: float) -> None:
+        print(f"{PROGRESS_PREFIX}{fraction:.3f} {message}", file=sys.stderr, flush=True)
 
     # Both are read when huggingface_hub is first imported, which happens only below.
     if args.kind == "random":
@@ -250,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.offline or args.kind == "random":
         os.environ["HF_HUB_OFFLINE"] = "1"
     if args.kind == "random" and not random_hub_is_complete(args.random_hub):
-        progress("writing a seeded random GPT-2 small as a local model cache")
+        progress("writing a seeded random GPT-2 small as a local model cache", 0.0)
         write_random_hub(args.random_hub)
-    progress(f"loading the {args.kind} reference with transformer_lens")
+    progress(f"loading {args.kind} with transformer_lens", 0.1)
     ref = load(args.kind, args.seed)
     write_entry(ref, args.out, progress)
     return 0

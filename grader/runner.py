@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .checks import Check
+from .learner import FORKS
 from .refcache import ReferenceData
 
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the whole model's check takes a few on a laptop
@@ -40,13 +41,22 @@ class WorkerGone(Exception):
     pass
 
 
+# Files through which a CI job takes outputs, environment and summaries from its steps: the
+# learner's code must not write its own grade into them.
+CI_FILES = ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY")
+
+
+def learner_environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key not in CI_FILES}
+
+
 class Worker:
-    def __init__(self, package: Path, reference: ReferenceData, log, memory_limit_gb: float):
+    def __init__(self, reference: ReferenceData, log, memory_limit_gb: float):
         reply_read, reply_write = os.pipe()
         memory = str(int(memory_limit_gb * 2**30))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.learner", str(package), str(reference.weights_path), str(reference.inputs_path), str(reply_write), memory],
-            stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(reply_write,), cwd=Path(__file__).resolve().parent.parent, text=True,
+            [sys.executable, "-m", "grader.learner", str(reference.weights_path), str(reference.inputs_path), str(reply_write), memory],
+            stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(reply_write,), cwd=Path(__file__).resolve().parent.parent, text=True, env=learner_environment(),
         )
         os.close(reply_write)
         self.replies = os.fdopen(reply_read, "r")
@@ -94,9 +104,10 @@ class Limits:
     trace: bool = False  # record every tensor the learner's code names, for `grade --trace`
 
 
-def request_for(check: Check, reference: ReferenceData, out: Path, limits: Limits) -> dict:
+def request_for(package: Path, check: Check, reference: ReferenceData, out: Path, limits: Limits) -> dict:
     target = check.target
     return {
+        "package": str(package),
         "check": check.id,
         "target": {"file": target.file, "name": target.name, "method": target.method, "driver": target.driver, "fast_init": limits.fast_init},
         "cases": reference.cases(check.id),
@@ -114,31 +125,62 @@ def capture_request(check: Check, trace: bool) -> dict | None:
     return {"modes": sorted(modes), "keep": list(check.capture)} if modes else None
 
 
-def run_checks(package: Path, checks: list[Check], reference: ReferenceData, limits: Limits = Limits()) -> dict[str, Outcome]:
-    """Every check's outcome, in order; a worker that dies or hangs is replaced for the next check."""
-    from safetensors.numpy import load_file
+class LearnerProcesses:
+    """The learner's side of grading for one reference: a worker process that runs checks, replaced
+    when it dies or hangs. Where checks run in forks (Linux), one worker serves any number of
+    packages, so grading many pays for importing torch once."""
 
-    outcomes: dict[str, Outcome] = {}
-    timeout = limits.timeout
-    with tempfile.TemporaryDirectory(prefix="gpt2-grader-") as scratch, open(Path(scratch) / "learner.log", "w") as log:
-        worker = None
-        for check in checks:
-            worker = worker or Worker(package, reference, log, limits.memory_gb)
-            out = Path(scratch) / f"{check.id}.safetensors"
-            started = time.monotonic()
-            try:
-                reply = worker.ask(request_for(check, reference, out, limits), timeout + GRACE)
-                outputs = load_file(str(out)) if out.exists() else {}
-                outcomes[check.id] = Outcome(reply["status"], reply, outputs, time.monotonic() - started)
-            except TimeoutError:
-                worker.close()
-                worker = None
-                outcomes[check.id] = Outcome("timeout", {"error": f"no answer within {timeout:g} s (an infinite loop?)"}, seconds=timeout)
-            except WorkerGone:
-                reason = worker.exit_reason()
-                worker.close()
-                worker = None
-                outcomes[check.id] = Outcome("crashed", {"error": reason}, seconds=time.monotonic() - started)
-        if worker:
-            worker.close()
-    return outcomes
+    def __init__(self, reference: ReferenceData, limits: Limits = Limits()):
+        self.reference, self.limits = reference, limits
+        self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-")
+        self.log = open(Path(self.scratch.name) / "learner.log", "w")  # what the learner's code prints
+        self.worker: Worker | None = None
+        self.requests = 0
+
+    def __enter__(self) -> LearnerProcesses:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._drop_worker()
+        self.log.close()
+        self.scratch.cleanup()
+
+    def run(self, package: Path, checks: list[Check]) -> dict[str, Outcome]:
+        """Every check's outcome, in order."""
+        outcomes = {check.id: self._run_one(package, check) for check in checks}
+        if not FORKS:
+            self._drop_worker()  # without forks the learner's modules stay imported in the worker
+        return outcomes
+
+    def _run_one(self, package: Path, check: Check) -> Outcome:
+        from safetensors.numpy import load_file
+
+        self.worker = self.worker or Worker(self.reference, self.log, self.limits.memory_gb)
+        self.requests += 1
+        out = Path(self.scratch.name) / f"{self.requests}.safetensors"
+        started = time.monotonic()
+        try:
+            reply = self.worker.ask(request_for(package, check, self.reference, out, self.limits), self.limits.timeout + GRACE)
+        except TimeoutError:
+            self._drop_worker()
+            return Outcome("timeout", {"error": f"no answer within {self.limits.timeout:g} s (an infinite loop?)"}, seconds=self.limits.timeout)
+        except WorkerGone:
+            reason = self.worker.exit_reason()
+            self._drop_worker()
+            return Outcome("crashed", {"error": reason}, seconds=time.monotonic() - started)
+        outputs = load_file(str(out)) if out.exists() else {}
+        out.unlink(missing_ok=True)
+        return Outcome(reply["status"], reply, outputs, time.monotonic() - started)
+
+    def _drop_worker(self) -> None:
+        if self.worker:
+            self.worker.close()
+            self.worker = None
+
+
+def run_checks(package: Path, checks: list[Check], reference: ReferenceData, limits: Limits = Limits()) -> dict[str, Outcome]:
+    with LearnerProcesses(reference, limits) as processes:
+        return processes.run(package, checks)

@@ -33,20 +33,28 @@ def isolated_caches(tmp_path_factory):
 def reference(isolated_caches):
     from grader.refcache import ensure_reference
 
-    return ensure_reference("random", lambda message: None)
+    return ensure_reference("random", lambda *_: None)
 
 
 @pytest.fixture(scope="session")
 def grade(reference):
-    """grade(package, *check_ids) -> Report, in this process (the learner's code still runs in a child)."""
+    """grade(package, *check_ids, **limits) -> Report, in this process; the learner's code still runs
+    in a child. One worker per set of limits serves the whole session, as in batch grading."""
     from grader.checks import select
     from grader.pipeline import grade_package
-    from grader.runner import Limits
+    from grader.runner import LearnerProcesses, Limits
+
+    shared: dict = {}
 
     def run(package: Path, *check_ids: str, **limits):
-        return grade_package(package, select(check_ids), reference, Limits(**limits))
+        key = Limits(**limits)
+        if key not in shared:
+            shared[key] = LearnerProcesses(reference, key)
+        return grade_package(package, select(check_ids), reference, processes=shared[key])
 
-    return run
+    yield run
+    for processes in shared.values():
+        processes.close()
 
 
 def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base: Path = SOLUTIONS) -> Path:

@@ -124,7 +124,7 @@ def test_damaged_reference_cache_is_reported_and_rebuilt(reference, tmp_path):
     damaged = tmp_path / reference.directory.name / "expected.safetensors"
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
     messages = []
-    rebuilt = ensure_reference("random", messages.append, root=tmp_path)
+    rebuilt = ensure_reference("random", lambda message, fraction=None: messages.append(message), root=tmp_path)
     assert any("is damaged" in m and "rebuilding" in m for m in messages)
     assert rebuilt.expected("embed")["prompt"].shape == (1, 7, 768)
 
