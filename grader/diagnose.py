@@ -51,7 +51,8 @@ def first_divergence(steps: list[tuple[str, np.ndarray]], candidates: list[np.nd
         if not any(same_up_to_axis_order(candidate, expected, tolerance) for candidate in candidates):
             if not matched:
                 return f"{label}, the first step, already differs from GPT-2"
-            return f"{join_steps(matched)} match GPT-2; {label} is the first step that does not"
+            verb = "matches" if len(matched) == 1 else "match"
+            return f"{join_steps(matched)} {verb} GPT-2; {label} is the first step that does not"
         matched.append(label)
     return None
 

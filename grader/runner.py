@@ -35,6 +35,7 @@ class Outcome:
     reply: dict = field(default_factory=dict)
     outputs: dict = field(default_factory=dict)
     seconds: float = 0.0
+    traced: bool = False  # --trace: the reply records every tensor the learner's code named
 
 
 class WorkerGone(Exception):
@@ -173,7 +174,7 @@ class LearnerProcesses:
             return Outcome("crashed", {"error": reason}, seconds=time.monotonic() - started)
         outputs = load_file(str(out)) if out.exists() else {}
         out.unlink(missing_ok=True)
-        return Outcome(reply["status"], reply, outputs, time.monotonic() - started)
+        return Outcome(reply["status"], reply, outputs, time.monotonic() - started, self.limits.trace)
 
     def _drop_worker(self) -> None:
         if self.worker:

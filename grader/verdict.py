@@ -123,7 +123,7 @@ def trace_lines(evidence: Evidence) -> list[dict]:
     """Every tensor the learner's code named on the first case, with GPT-2's shape where known."""
     captures = evidence.reply.get("captures", {})
     case = next(iter(evidence.cases), None)
-    if case not in captures:
+    if not evidence.outcome.traced or case not in captures:
         return []
     shapes = {label: list(value.shape) for label, value in evidence.steps(case)}
     shapes.setdefault("output", list(evidence.expected[case].shape))
