@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..reference import Reference
 
 TOKEN_SETS = ("prompt", "random")
-ATTENTION_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z")
+ATTENTION_STEPS = {"q": "hook_q", "k": "hook_k", "v": "hook_v", "attn_scores": "hook_attn_scores", "attn_pattern": "hook_pattern", "z": "hook_z"}
 
 
 def _layers(ref: Reference) -> tuple[int, int]:
@@ -177,16 +177,25 @@ def causal_mask_cases(ref: Reference) -> list[Case]:
     return cases
 
 
-def attention_cases(ref: Reference) -> list[Case]:
+def _sublayer_cases(ref: Reference, sublayer: str, norm: str, resid_hook: str, step_hooks: dict[str, str], mistakes) -> list[Case]:
+    """Attention or the MLP of the first and last block, fed its LayerNorm's output on GPT-2's stream."""
     cases = []
     for layer in _layers(ref):
-        weights = ref.parameters_of(f"blocks.{layer}.attn")
+        weights = ref.parameters_of(f"blocks.{layer}.{sublayer}")
         for name in TOKEN_SETS:
-            normalized = ref.call(f"blocks.{layer}.ln1", ref.activations(name)[f"blocks.{layer}.hook_resid_pre"])
-            out, seen = ref.call_with_hooks(f"blocks.{layer}.attn", normalized, hooks=ATTENTION_HOOKS)
-            steps = {"q": seen["hook_q"], "k": seen["hook_k"], "v": seen["hook_v"], "attn_scores": seen["hook_attn_scores"], "attn_pattern": seen["hook_pattern"], "z": seen["hook_z"], "output": out}
-            cases.append(Case(f"blocks.{layer}.{name}", [normalized], out, weights=f"blocks.{layer}.attn.", steps=steps, mistakes=attention_mistakes(seen, weights)))
+            normalized = ref.call(f"blocks.{layer}.{norm}", ref.activations(name)[f"blocks.{layer}.{resid_hook}"])
+            out, seen = ref.call_with_hooks(f"blocks.{layer}.{sublayer}", normalized, hooks=tuple(step_hooks.values()))
+            steps = {label: seen[hook] for label, hook in step_hooks.items()} | {"output": out}
+            cases.append(Case(f"blocks.{layer}.{name}", [normalized], out, weights=f"blocks.{layer}.{sublayer}.", steps=steps, mistakes=mistakes(seen, weights)))
     return cases
+
+
+def attention_cases(ref: Reference) -> list[Case]:
+    return _sublayer_cases(ref, "attn", "ln1", "hook_resid_pre", ATTENTION_STEPS, attention_mistakes)
+
+
+def mlp_cases(ref: Reference) -> list[Case]:
+    return _sublayer_cases(ref, "mlp", "ln2", "hook_resid_mid", {"pre": "hook_pre", "post": "hook_post"}, lambda seen, weights: mlp_mistakes(seen["hook_pre"], weights, ref.gelu_new))
 
 
 def gelu_cases(ref: Reference) -> list[Case]:
@@ -196,18 +205,6 @@ def gelu_cases(ref: Reference) -> list[Case]:
     acts = ref.activations("prompt")
     pre = acts["blocks.0.mlp.hook_pre"]
     return [Case("grid", [grid], ref.gelu_new(grid), mistakes=gelu_mistakes(grid)), Case("blocks.0.prompt", [pre], acts["blocks.0.mlp.hook_post"], mistakes=gelu_mistakes(pre))]
-
-
-def mlp_cases(ref: Reference) -> list[Case]:
-    cases = []
-    for layer in _layers(ref):
-        weights = ref.parameters_of(f"blocks.{layer}.mlp")
-        for name in TOKEN_SETS:
-            normalized = ref.call(f"blocks.{layer}.ln2", ref.activations(name)[f"blocks.{layer}.hook_resid_mid"])
-            out, seen = ref.call_with_hooks(f"blocks.{layer}.mlp", normalized, hooks=("hook_pre", "hook_post"))
-            steps = {"pre": seen["hook_pre"], "post": seen["hook_post"], "output": out}
-            cases.append(Case(f"blocks.{layer}.{name}", [normalized], out, weights=f"blocks.{layer}.mlp.", steps=steps, mistakes=mlp_mistakes(seen["hook_pre"], weights, ref.gelu_new)))
-    return cases
 
 
 def block_cases(ref: Reference) -> list[Case]:
