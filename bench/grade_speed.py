@@ -82,7 +82,7 @@ def main() -> None:
         command = [*command, "--reference", "gpt2"] if command[:3] == GRADE and "--help" not in command else command
         warm_seconds, warm_rss = medians(command, lambda: warm, args.runs)
         floor = floor or warm_seconds
-        cold = medians(command, cold_env, args.cold_runs) if "--solutions" in command else None
+        cold = medians(command, cold_env, args.cold_runs) if args.cold_runs and "--solutions" in command else None
         rows.append((label, warm_seconds, warm_rss, cold))
         print(f"{label}: warm {warm_seconds:.2f} s ({warm_seconds / floor:.2f}x), {warm_rss:.0f} MB" + (f"; cold {cold[0]:.2f} s, {cold[1]:.0f} MB" if cold else ""), flush=True)
     shutil.rmtree(scratch, ignore_errors=True)

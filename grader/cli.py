@@ -19,6 +19,7 @@ REPORT_FILES = (
     ("--json", "json", "also write the results as JSON to FILE"),
     ("--junit", "junit", "also write the results as JUnit XML to FILE"),
     ("--gradescope", "gradescope", "also write the results as Gradescope's results.json to FILE"),
+    ("--html", "html", "also write a self-contained HTML page to FILE: the results, attention patterns beside GPT-2's, where outputs differ, the logit lens"),
 )
 
 
@@ -45,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     from .checks import UnknownCheck, registry, select
 
     if args.list:
+        width = max(len(check.id) for check in registry())
         for check in registry():
-            print(f"{check.id:24} {check.points} pt  {check.summary}")
+            print(f"{check.id:{width}}  {check.points} pt  {check.summary}")
         return 0
     try:
         checks = select(args.checks)

@@ -120,7 +120,7 @@ def param_counts(module) -> dict[str, int]:
     for name, param in module.named_parameters():
         part = name.split(".")[0]
         counts[part] = counts.get(part, 0) + param.numel()
-    counts["total"] = sum(counts.values())
+    counts["total"] = sum(param.numel() for param in module.parameters())
     return counts
 
 

@@ -158,6 +158,21 @@ class Reference:
         with torch.no_grad():
             return self.model(tokens).detach().clone()
 
+    def logit_lens(self, tokens: torch.Tensor) -> torch.Tensor:
+        """ln_final (statistics recomputed per stream) and the unembedding applied to the residual
+        stream before each block and after the last: (n_layers + 1, batch, posn, d_vocab)."""
+        import torch
+
+        with torch.no_grad():
+            _, activation_cache = self.model.run_with_cache(tokens)
+            streams = activation_cache.accumulated_resid(apply_ln=True)
+            return torch.stack([self.model.unembed(stream) for stream in streams]).detach().clone()
+
+    def head_circuits(self, layer: int, head: int) -> dict[str, torch.Tensor]:
+        """One head's QK (W_Q W_K^T) and OV (W_V W_O) circuits, (d_model, d_model), from FactoredMatrix."""
+        attn = self.model.blocks[layer].attn
+        return {"qk": attn.QK[head].AB.detach().clone(), "ov": attn.OV[head].AB.detach().clone()}
+
     def gelu_new(self, x: torch.Tensor) -> torch.Tensor:
         from transformer_lens.utils import gelu_new
 
@@ -193,7 +208,7 @@ def param_counts(parameters: dict[str, torch.Tensor]) -> dict[str, int]:
     for name, tensor in parameters.items():
         part = name.split(".")[0]
         counts[part] = counts.get(part, 0) + tensor.numel()
-    counts["total"] = sum(counts.values())
+    counts["total"] = sum(tensor.numel() for tensor in parameters.values())
     return counts
 
 

@@ -26,13 +26,14 @@ class CheckResult:
     divergence: str | None = None  # the first of GPT-2's intermediate steps the learner's code misses
     next_step: str = ""
     trace: list[dict] = field(default_factory=list)  # {tag, name, shape, expected_shape}, with --trace
+    figures: dict = field(default_factory=dict)  # plain lists for the HTML report (grader.figures); not in to_dict
 
     @property
     def score(self) -> int:
         return self.max_score if self.status == "pass" else 0
 
     def to_dict(self) -> dict:
-        return {"score": self.score, **asdict(self)}
+        return {"score": self.score, **{key: value for key, value in asdict(self).items() if key != "figures"}}
 
 
 @dataclass

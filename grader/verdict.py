@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from .checks import Check
 from .compare import CaseComparison, allclose, modified_in_place
 from .diagnose import expected_shape, first_divergence, matching_mistake
+from .figures import attention_patterns, difference, logit_lens_tops
 from .refcache import ReferenceData
 from .results import CheckResult
 from .runner import Outcome
@@ -28,6 +29,7 @@ class Evidence:
         self.expected = reference.expected(check.id)
         self.inputs = reference.inputs(check.id) if check.watch_inputs else {}
         self.reference_param_counts = reference.meta["param_counts"]
+        self.prompt_tokens = reference.meta.get("prompt_tokens", [])
 
     def output(self, case: str):
         return self.outcome.outputs[f"{case}/out"]
@@ -40,7 +42,8 @@ class Evidence:
 
     def captured(self, case: str) -> list:
         records = self.reply.get("captures", {}).get(case, [])
-        return [self.outcome.outputs[f"{case}/capture/{r['saved']}"] for r in records if r["saved"] is not None]
+        keys = (f"{case}/capture/{r['saved']}" for r in records if r["saved"] is not None)
+        return [self.outcome.outputs[key] for key in keys if key in self.outcome.outputs]  # none when the case raised
 
 
 def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResult:
@@ -51,6 +54,7 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
     result.file, result.line = where.get("file") or f"{check.target.file}.py", where.get("line")
     result.trace = trace_lines(evidence)
     verdict(evidence, result, where)
+    result.figures |= attention_patterns(evidence) | logit_lens_tops(evidence)
     result.next_step = next_step(check, result)
     return result
 
@@ -117,6 +121,7 @@ def diagnose(evidence: Evidence, case: str, result: CheckResult) -> None:
     tolerance = evidence.check.tolerance
     result.hint = matching_mistake(evidence.output(case), evidence.mistakes(case), tolerance)
     result.divergence = first_divergence(evidence.steps(case), evidence.captured(case), tolerance)
+    result.figures |= difference(evidence, case)
 
 
 def trace_lines(evidence: Evidence) -> list[dict]:
@@ -144,7 +149,7 @@ def next_step(check: Check, result: CheckResult) -> str:
         return ""
     if result.hint:
         return f"most likely: {result.hint}"
-    return f"compare each step of {check.target.label} ({place}) with GPT-2's: grade {check.id} --trace prints every tensor's shape"
+    return f"compare each step of {check.target.label} ({place}) with what {check.expected_from} computes: grade {check.id} --trace prints every tensor's shape"
 
 
 def weights_message(facts: dict) -> str:

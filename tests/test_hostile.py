@@ -7,6 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import REPO, SOLUTIONS, by_id, run_grade, write_variant
@@ -116,8 +117,12 @@ def test_learner_output_never_reaches_the_report(reference, tmp_path):
     assert result.returncode == 0 and "PRINTED BY LEARNER" not in result.stdout + result.stderr
 
 
-def test_damaged_reference_cache_is_reported_and_rebuilt(reference, tmp_path):
-    from grader.refcache import ensure_reference
+def test_damaged_reference_cache_is_rebuilt_bit_for_bit(reference, tmp_path):
+    """A damaged entry is reported and rebuilt, and the rebuild equals the cached entry exactly:
+    a fresh build and a warm cache give the same verdicts."""
+    from safetensors.numpy import load_file
+
+    from grader.refcache import ENTRY_FILES, ensure_reference
 
     shutil.copytree(reference.directory, tmp_path / reference.directory.name)
     shutil.copytree(reference.directory.parent / "random-hub", tmp_path / "random-hub")
@@ -126,17 +131,22 @@ def test_damaged_reference_cache_is_reported_and_rebuilt(reference, tmp_path):
     messages = []
     rebuilt = ensure_reference("random", lambda message, fraction=None: messages.append(message), root=tmp_path)
     assert any("is damaged" in m and "rebuilding" in m for m in messages)
-    assert rebuilt.expected("embed")["prompt"].shape == (1, 7, 768)
+    for name in ENTRY_FILES[:3]:
+        fresh, cached = load_file(str(rebuilt.directory / name)), load_file(str(reference.directory / name))
+        assert fresh.keys() == cached.keys()
+        assert all(np.array_equal(fresh[key], cached[key], equal_nan=True) for key in fresh), name
 
 
 def test_unwritable_cache_still_grades(reference, tmp_path):
+    """Also a fresh entry for another input seed, which the report names."""
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the cache directory should be")
     env = {"GPT2_GRADER_CACHE": str(blocker / "cache")}
-    result = run_grade("--reference", "random", "--solutions", "embed", "--json", str(tmp_path / "r.json"), env=env)
+    result = run_grade("--reference", "random", "--solutions", "embed", "--seed", "7", "--json", str(tmp_path / "r.json"), env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "cannot write the reference cache" in result.stderr
-    assert json.loads((tmp_path / "r.json").read_text())["score"] == 1
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["score"] == 1 and report["seed"] == 7 and "seed 7" in result.stdout
 
 
 def corrupt_hf_cache(root: Path) -> Path:

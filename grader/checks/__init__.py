@@ -85,7 +85,7 @@ class Check:
     expected_from: str = "GPT-2"  # where the expected values come from, as failure messages say
 
 
-PARTS = ("model",)  # modules of this package, each with a CHECKS tuple, in course order
+PARTS = ("model", "sampling", "interp")  # modules of this package, each with a CHECKS tuple, in course order
 
 
 def registry() -> tuple[Check, ...]:
@@ -100,13 +100,13 @@ class UnknownCheck(ValueError):
 
 
 def select(patterns: Sequence[str], checks: Sequence[Check] | None = None) -> list[Check]:
-    """Checks whose id equals a pattern, starts with `pattern.`, or matches it as a glob."""
+    """Checks whose id or part equals a pattern, whose id starts with `pattern.`, or matches it as a glob."""
     checks = list(registry() if checks is None else checks)
     if not patterns:
         return checks
     chosen = []
     for pattern in patterns:
-        matches = [c for c in checks if c.id == pattern or c.id.startswith(pattern + ".") or fnmatch.fnmatchcase(c.id, pattern)]
+        matches = [c for c in checks if pattern in (c.id, c.part) or c.id.startswith(pattern + ".") or fnmatch.fnmatchcase(c.id, pattern)]
         if not matches:
             known = ", ".join(c.id for c in checks)
             raise UnknownCheck(f"no check matches {pattern!r}; the checks are: {known}")

@@ -1,0 +1,197 @@
+"""Grade a class: every learner checkout in a directory, with this checkout's grader.
+
+    python -m grader.batch SUBMISSIONS_DIR --csv grades.csv [CHECK ...] [--jobs N]
+
+Each subdirectory of SUBMISSIONS_DIR is one submission, and only its `exercises/` is read: it is
+copied to a scratch directory and graded by `grade` from this checkout, so a submission's own
+grader, tests and workflows play no part. The reference is prepared once, before any submission;
+then the submissions are graded in parallel, each by a process group of its own with a time
+limit. A submission that cannot be graded (no exercises/, a grading process that hangs or dies)
+gets a row with its error, and the batch goes on.
+
+Outputs: the CSV gradebook (one row per submission: each check's status, the score, the maximum
+and any error) and one JSON result per submission, written as soon as that submission is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from .paths import REPO_ROOT
+from .runner import DEFAULT_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Options:
+    check_ids: tuple[str, ...]
+    reference: str  # the kind prepared by the batch: "gpt2" or "random"
+    timeout: float  # per check
+    submission_timeout: float
+
+
+@dataclass
+class Submission:
+    """One submission's outcome: the `grade --json` report, or why there is none."""
+
+    name: str
+    report: dict | None = None
+    error: str = ""
+
+    @property
+    def statuses(self) -> dict[str, str]:
+        return {check["id"]: check["status"] for check in (self.report or {}).get("checks", [])}
+
+    @property
+    def score(self) -> int:
+        return self.report["score"] if self.report else 0
+
+    def to_dict(self, max_score: int) -> dict:
+        return {"submission": self.name, "score": self.score, "max_score": max_score, "error": self.error or None, "report": self.report}
+
+
+def submissions_in(root: Path) -> list[Path]:
+    return sorted(path for path in root.iterdir() if path.is_dir() and not path.name.startswith("."))
+
+
+def missing_files(exercises: Path, checks: Sequence) -> list[str]:
+    return sorted({f"{check.target.file}.py" for check in checks if not (exercises / f"{check.target.file}.py").is_file()})
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def run_in_own_group(command: list[str], seconds: float, env: dict) -> tuple[int, str]:
+    """Exit code and stderr of command, run in a new process group. Past `seconds` the whole group
+    (the learner's processes with it) is killed and TimeoutError raised."""
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, stderr = process.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+        process.communicate()
+        raise TimeoutError(f"grading took longer than {seconds:g} s; stopped") from None
+    kill_group(process)  # anything the learner's code left running
+    return process.returncode, stderr
+
+
+def grade_submission(submission: Path, checks: Sequence, options: Options) -> Submission:
+    """Grade a copy of the submission's exercises/ with this checkout's `grade`, in its own process group."""
+    exercises = submission / "exercises"
+    if not (exercises / "__init__.py").is_file():
+        return Submission(submission.name, error="no exercises/ package (exercises/__init__.py is missing)")
+    with tempfile.TemporaryDirectory(prefix="gpt2-batch-") as scratch:
+        package, report_path = Path(scratch) / "exercises", Path(scratch) / "report.json"
+        try:
+            shutil.copytree(exercises, package, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        except OSError as error:
+            return Submission(submission.name, error=f"could not copy exercises/: {error}")
+        command = [sys.executable, "-m", "grader", *options.check_ids, "--exercises", str(package), "--reference", options.reference, "--timeout", str(options.timeout), "--json", str(report_path)]
+        # One torch thread each: the parallelism is the jobs', and threads that lose their core spin.
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        try:
+            code, stderr = run_in_own_group(command, options.submission_timeout, env)
+        except TimeoutError as error:
+            return Submission(submission.name, error=str(error))
+        try:
+            report = json.loads(report_path.read_text())
+        except (OSError, ValueError):
+            last = (stderr.strip().splitlines() or [""])[-1]
+            return Submission(submission.name, error=f"the grading process stopped without a report (exit code {code}) {last}".strip())
+    report["package"] = str(exercises)  # not the scratch copy, gone by now
+    missing = missing_files(exercises, checks)
+    return Submission(submission.name, report, f"missing {', '.join(missing)}" if missing else "")
+
+
+def grade_all(submissions: list[Path], checks: Sequence, options: Options, jobs: int, on_done) -> list[Submission]:
+    """Every submission graded, `jobs` at a time; on_done(result) as each finishes."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(grade_submission, path, checks, options) for path in submissions]
+        for future in as_completed(futures):
+            on_done(future.result())
+    return sorted((future.result() for future in futures), key=lambda result: result.name)
+
+
+def write_gradebook(path: Path, results: list[Submission], checks: Sequence) -> None:
+    max_score = sum(check.points for check in checks)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["submission", *(check.id for check in checks), "score", "max_score", "error"])
+        for result in results:
+            writer.writerow([result.name, *(result.statuses.get(check.id, "") for check in checks), result.score, max_score, result.error])
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m grader.batch", description=__doc__.splitlines()[0])
+    p.add_argument("submissions", type=Path, metavar="SUBMISSIONS_DIR", help="a directory with one learner checkout per subdirectory")
+    p.add_argument("checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all)")
+    p.add_argument("--csv", type=Path, required=True, metavar="FILE", help="the gradebook to write")
+    p.add_argument("--results", type=Path, metavar="DIR", help="where to write one JSON result per submission (default: next to the CSV, FILE-results/)")
+    p.add_argument("--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N", help="submissions graded at once (default: the number of cores)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--submission-timeout", type=float, metavar="SECONDS", help="time allowed per submission (default: the per-check time for every check, plus two minutes)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from .checks import UnknownCheck, select
+    from .refcache import ReferenceUnavailable, ensure_reference
+
+    def usage(message: str) -> int:
+        print(f"batch: {message}", file=sys.stderr)
+        return 2
+
+    if not args.submissions.is_dir():
+        return usage(f"{args.submissions} is not a directory")
+    if not args.csv.parent.is_dir():
+        return usage(f"cannot write {args.csv}: {args.csv.parent} is not a directory")
+    if args.jobs < 1:
+        return usage("--jobs must be at least 1")
+    try:
+        checks = select(args.checks)
+    except UnknownCheck as error:
+        return usage(str(error))
+    submissions = submissions_in(args.submissions)
+    if not submissions:
+        return usage(f"{args.submissions} has no submission directories")
+    try:
+        reference = ensure_reference(args.reference, lambda message, fraction=None: print(message, file=sys.stderr))
+    except ReferenceUnavailable as error:
+        return usage(f"{error} (--reference random grades offline)")
+    if reference.fallback_reason:
+        print(f"batch: grading against the random reference: {reference.fallback_reason}", file=sys.stderr)
+
+    results_dir = args.results or args.csv.with_name(f"{args.csv.stem}-results")
+    results_dir.mkdir(parents=True, exist_ok=True)
+    max_score = sum(check.points for check in checks)
+    submission_timeout = args.submission_timeout or args.timeout * len(checks) + 120
+    options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout)
+
+    def done(result: Submission) -> None:
+        (results_dir / f"{result.name}.json").write_text(json.dumps(result.to_dict(max_score), indent=2) + "\n")
+        print(f"{result.name}: {result.score}/{max_score}" + (f" ({result.error})" if result.error else ""), file=sys.stderr)
+
+    results = grade_all(submissions, checks, options, args.jobs, done)
+    write_gradebook(args.csv, results, checks)
+    print(f"graded {len(results)} submissions: {args.csv}, results in {results_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

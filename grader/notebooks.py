@@ -1,0 +1,218 @@
+"""The exercises as nbgrader notebooks, one per part, and the kernel side those notebooks call.
+
+    python -m grader.notebooks OUTDIR    # write OUTDIR/<n>-<part>.ipynb from solutions/ and the checks
+
+Each notebook is an nbgrader source notebook, generated from the same sources as `exercises/`:
+a short explanation per file, the file itself as a solution cell (nbgrader's `generate_assignment`
+turns its solution regions into stubs), and after it one autograded test cell per check.
+
+In the kernel, `%load_ext grader.notebooks` adds the `%%exercise FILE` cell magic: the cell is
+written to `notebook_exercises/FILE` beside the notebook and run as that module of the package,
+so what it defines can be tried at once. It also defines `grade_check(ID)` for the test cells:
+it grades that package with the normal grader and raises unless the check passes, nbgrader's
+way to give a test cell its points or none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import importlib
+import sys
+import types
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .paths import REPO_ROOT
+
+if TYPE_CHECKING:
+    from .checks import Check
+    from .results import Report
+
+NOTEBOOK_PACKAGE = "notebook_exercises"  # the directory beside the notebook, and the module name
+SETUP = "%load_ext grader.notebooks"
+HOW_TO = (
+    "Each exercise cell starts with `%%exercise FILE`: running it writes the cell to "
+    f"`{NOTEBOOK_PACKAGE}/FILE` and runs it, so what it defines can be tried in a new cell. "
+    "Fill in the bodies that raise `NotImplementedError`, run the cell, then run the test cells "
+    "below it: each grades one check against GPT-2 and shows what is wrong. "
+    "Work through the parts in order, in one directory: later parts use the modules of earlier ones."
+)
+KERNEL = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}, "language_info": {"name": "python"}}
+
+
+# --- generating the source notebooks ------------------------------------------------------------
+
+
+def nbgrader_cell(source: str, grade_id: str, *, solution: bool = False, points: int | None = None):
+    """A code cell with nbgrader metadata: a solution cell, a locked cell, or a test cell with points."""
+    import nbformat
+    from nbgrader.nbgraderformat import SCHEMA_VERSION
+
+    meta = {"grade_id": grade_id, "grade": points is not None, "solution": solution, "locked": not solution, "schema_version": SCHEMA_VERSION}
+    if points is not None:
+        meta["points"] = points
+    return nbformat.v4.new_code_cell(source, metadata={"nbgrader": meta})
+
+
+def part_files(part: str, checks: list, solutions: Path) -> list[str]:
+    """The files a part's notebook holds, in course order: the given ones (no solution region,
+    such as config.py), then each file whose first check belongs to this part."""
+    from .stubs import strip_solutions
+
+    owner: dict[str, str] = {}
+    for check in checks:
+        owner.setdefault(check.target.file, check.part)
+    given = [path.stem for path in sorted(solutions.glob("*.py")) if path.stem != "__init__" and path.stem not in owner and strip_solutions(path.read_text()) == path.read_text()]
+    return given + [file for file, first in owner.items() if first == part]
+
+
+def part_notebook(number: int, part: str, checks: list, solutions: Path):
+    """The nbgrader source notebook of one part."""
+    import nbformat
+
+    from .stubs import strip_solutions
+
+    introduction = (importlib.import_module(f"{__package__}.checks.{part}").__doc__ or "").strip().split("\n\n")[0]  # the rest is for the grader's authors
+    cells = [nbformat.v4.new_markdown_cell(f"# GPT-2 from scratch, part {number}: {part}\n\n{introduction}\n\n{HOW_TO}"), nbgrader_cell(SETUP, "setup")]
+    for file in part_files(part, checks, solutions):
+        source = (solutions / f"{file}.py").read_text()
+        graded = [check for check in checks if check.target.file == file and check.part == part]
+        listing = "".join(f"\n- `{check.id}` ({check.points} point{'s' * (check.points != 1)}): {check.summary}" for check in graded)
+        cells.append(nbformat.v4.new_markdown_cell(f"## `{file}.py`\n\n{ast.get_docstring(ast.parse(source)) or ''}" + (f"\n\nChecks:{listing}" if listing else "")))
+        exercise = strip_solutions(source) != source
+        cells.append(nbgrader_cell(f"%%exercise {file}.py\n{source}", f"{'exercise' if exercise else 'given'}-{file}", solution=exercise))
+        cells += [nbgrader_cell(f'grade_check("{check.id}")', f"check-{check.id.replace('.', '-')}", points=check.points) for check in graded]
+    return nbformat.v4.new_notebook(cells=cells, metadata=KERNEL)
+
+
+def source_notebooks(solutions: Path) -> tuple[dict[str, Any], list[str]]:
+    """File name -> notebook for each part whose files are all in solutions/; and why others are not."""
+    from .checks import PARTS, registry
+
+    checks = list(registry())
+    notebooks, skipped = {}, []
+    for number, part in enumerate(PARTS, start=1):
+        missing = sorted({f"{c.target.file}.py" for c in checks if c.part == part and not (solutions / f"{c.target.file}.py").is_file()})
+        if missing:
+            skipped.append(f"no notebook for part {part}: {', '.join(missing)} not in {solutions}")
+            continue
+        notebooks[f"{number}-{part}.ipynb"] = part_notebook(number, part, checks, solutions)
+    return notebooks, skipped
+
+
+def write_notebooks(outdir: Path, solutions: Path) -> tuple[list[Path], list[str]]:
+    """Write each part's notebook into outdir, validated as nbformat and as nbgrader metadata."""
+    import nbformat
+    from nbgrader import nbgraderformat
+
+    notebooks, skipped = source_notebooks(solutions)
+    outdir.mkdir(parents=True, exist_ok=True)
+    for name, notebook in notebooks.items():
+        nbformat.validate(notebook)
+        with open(outdir / name, "w") as handle:
+            nbgraderformat.write(notebook, handle)
+    return [outdir / name for name in notebooks], skipped
+
+
+# --- the kernel side ----------------------------------------------------------------------------
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext grader.notebooks`: the `%%exercise FILE` cell magic, and `grade_check` for the test cells."""
+    package = Path(NOTEBOOK_PACKAGE)
+
+    def exercise(line: str, cell: str) -> None:
+        ipython.push(run_exercise(package, line.strip(), cell))
+
+    ipython.register_magic_function(exercise, "cell", "exercise")
+    ipython.push({"grade_check": NotebookGrader(package).grade_check})
+
+
+def run_exercise(package: Path, filename: str, source: str) -> dict[str, Any]:
+    """Write a cell as `package/filename`, run it as that module; its public names."""
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").touch()
+    path = package / filename
+    path.write_text(source)
+    module = fresh_module(package, path)
+    return {name: value for name, value in vars(module).items() if not name.startswith("_")}
+
+
+def fresh_module(package: Path, path: Path) -> types.ModuleType:
+    """`path` run from its source as a new module of the package, so a re-run cell is never
+    served from a stale import or bytecode cache; relative imports find its siblings."""
+    location = [str(package.resolve())]
+    if getattr(sys.modules.get(NOTEBOOK_PACKAGE), "__path__", None) != location:
+        parent = types.ModuleType(NOTEBOOK_PACKAGE)
+        parent.__path__ = location
+        sys.modules[NOTEBOOK_PACKAGE] = parent
+    module = types.ModuleType(f"{NOTEBOOK_PACKAGE}.{path.stem}")
+    module.__file__, module.__package__ = str(path.resolve()), NOTEBOOK_PACKAGE
+    sys.modules[module.__name__] = module  # registered first: dataclasses look their module up
+    exec(compile(path.read_text(), module.__file__, "exec"), vars(module))
+    return module
+
+
+def package_digest(package: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(package.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class NotebookGrader:
+    """Grades the notebook's package with the normal grader, one check per test cell.
+
+    The checks of one file are graded together, and that report serves the test cells below the
+    file's exercise cell for as long as no file of the package changes: one grading per exercise.
+    """
+
+    def __init__(self, package: Path):
+        self.package = package
+        self.last: tuple[tuple[str, str], Report] | None = None  # ((file, package digest), report)
+
+    def report_for(self, check: Check) -> Report:
+        from .checks import registry
+        from .pipeline import grade_package
+        from .refcache import ensure_reference
+
+        key = (check.target.file, package_digest(self.package))
+        if self.last is None or self.last[0] != key:
+            same_file = [other for other in registry() if other.target.file == check.target.file]
+            self.last = (key, grade_package(self.package.resolve(), same_file, ensure_reference("auto", lambda message, fraction=None: print(message))))
+        return self.last[1]
+
+    def grade_check(self, check_id: str) -> None:
+        """Show one check's report; raise unless it passes (how a test cell loses its points)."""
+        from .checks import select
+        from .render.text import print_report
+        from .results import Report
+
+        check = next(check for check in select([check_id]) if check.id == check_id)  # the id, not ids it prefixes
+        graded = self.report_for(check)
+        result = next(result for result in graded.checks if result.id == check_id)
+        print_report(Report(graded.reference, graded.package, [result], graded.fallback_reason))
+        if result.status != "pass":
+            raise AssertionError(f"{check_id}: {result.status}" + (f": {result.message}" if result.message else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.notebooks", description=__doc__.splitlines()[0])
+    parser.add_argument("outdir", type=Path, metavar="OUTDIR", help="where to write the notebooks, e.g. COURSE/source/gpt2 for nbgrader")
+    parser.add_argument("--solutions", type=Path, default=REPO_ROOT / "solutions", help="the solutions package (default: solutions/ of this repository)")
+    args = parser.parse_args(argv)
+    if not args.solutions.is_dir():
+        print(f"notebooks: {args.solutions} is not a directory", file=sys.stderr)
+        return 2
+    written, skipped = write_notebooks(args.outdir, args.solutions)
+    for reason in skipped:
+        print(reason, file=sys.stderr)
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Batch grading: every kind of submission gets its row, and none can stop the batch or use its own grader."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import REPO, SOLUTIONS, write_variant
+
+from grader.checks import registry
+
+MODEL = [check.id for check in registry() if check.part == "model"]
+POINTS = {check.id: check.points for check in registry()}
+CHECK_TIMEOUT = 20  # seconds: the whole model's check takes a few, even on a busy machine
+
+# name -> (edits to the solutions, expected status of each check that does not pass)
+GRADED = {
+    "correct": ({}, {}),
+    "partly_wrong": ({"normalization.py": [("unbiased=False", "unbiased=True")]}, dict.fromkeys(("layernorm", "block", "transformer"), "fail")),
+    "crashing": ({"attention.py": [("        q = einops.einsum(", "        __import__('os').abort()\n        q = einops.einsum(")]}, dict.fromkeys(("attention", "block", "transformer"), "error")),
+    "hanging": ({"transformer.py": [("        residual = self.embed(tokens)", "        while True:\n            pass\n        residual = self.embed(tokens)")]}, {"transformer": "timeout"}),
+}
+MODEL_FILES = ("attention.py", "block.py", "mlp.py", "normalization.py", "transformer.py", "unembedding.py")
+
+
+def write_submission(root: Path, name: str, edits: dict) -> Path:
+    """A learner checkout whose exercises/ is the solutions with `edits` applied."""
+    submission = root / name
+    submission.mkdir()
+    write_variant(submission, edits).rename(submission / "exercises")
+    return submission
+
+
+def run_batch(*args: str) -> subprocess.CompletedProcess:
+    # A session of its own: a submission that kills its process group must not reach pytest.
+    return subprocess.run([sys.executable, "-m", "grader.batch", *args], cwd=REPO, capture_output=True, text=True, timeout=900, start_new_session=True)
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory, reference):
+    root = tmp_path_factory.mktemp("batch")
+    submissions = root / "submissions"
+    submissions.mkdir()
+    for name, (edits, _) in GRADED.items():
+        write_submission(submissions, name, edits)
+    # Its own grader, tests and workflow: none of them may run.
+    correct = submissions / "correct"
+    sentinel = root / "submission-grader-ran"
+    for decoy in ("grader/__init__.py", "grader/__main__.py", "tests/conftest.py"):
+        (correct / decoy).parent.mkdir(parents=True, exist_ok=True)
+        (correct / decoy).write_text(f"open({str(sentinel)!r}, 'w').close()\nraise SystemExit(0)\n")
+    # Lacks files: the package holds two modules of eight.
+    (submissions / "missing_files" / "exercises").mkdir(parents=True)
+    for name in ("__init__.py", "config.py", "embedding.py"):
+        shutil.copy(SOLUTIONS / name, submissions / "missing_files" / "exercises" / name)
+    (submissions / "empty").mkdir()
+    # Kills the whole grading process group from its first check.
+    write_submission(submissions, "killer", {"embedding.py": [("        return self.W_E[tokens]", "        __import__('os').killpg(0, 9)")]})
+
+    result = run_batch(str(submissions), *MODEL, "--csv", str(root / "grades.csv"), "--reference", "random", "--jobs", "2", "--timeout", str(CHECK_TIMEOUT))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(root / "grades.csv", newline="") as handle:
+        rows = {row["submission"]: row for row in csv.DictReader(handle)}
+    return {"root": root, "rows": rows, "sentinel": sentinel, "results": root / "grades-results"}
+
+
+def test_the_gradebook_has_one_row_per_submission_and_a_column_per_check(batch):
+    with open(batch["root"] / "grades.csv", newline="") as handle:
+        header = next(csv.reader(handle))
+    assert header == ["submission", *MODEL, "score", "max_score", "error"]
+    assert sorted(batch["rows"]) == sorted([*GRADED, "missing_files", "empty", "killer"])
+    assert {row["max_score"] for row in batch["rows"].values()} == {str(sum(POINTS[i] for i in MODEL))}
+
+
+@pytest.mark.parametrize("name", list(GRADED))
+def test_each_graded_submission_gets_its_verdicts(batch, name):
+    row = batch["rows"][name]
+    expected = {check: GRADED[name][1].get(check, "pass") for check in MODEL}
+    assert {check: row[check] for check in MODEL} == expected
+    assert row["score"] == str(sum(POINTS[check] for check, status in expected.items() if status == "pass"))
+    assert row["error"] == ""
+
+
+def test_a_submission_missing_modules_is_graded_on_what_it_has(batch):
+    row = batch["rows"]["missing_files"]
+    assert {check: row[check] for check in MODEL} == {check: "pass" if check in ("embed", "pos_embed") else "error" for check in MODEL}
+    assert row["score"] == "2" and row["error"] == "missing " + ", ".join(MODEL_FILES)
+
+
+def test_submissions_that_cannot_be_graded_get_a_row_with_their_error(batch):
+    empty, killer = batch["rows"]["empty"], batch["rows"]["killer"]
+    assert "no exercises/" in empty["error"] and "stopped without a report" in killer["error"]
+    for row in (empty, killer):
+        assert row["score"] == "0" and all(row[check] == "" for check in MODEL)
+
+
+def test_only_the_submission_exercises_are_read(batch):
+    assert not batch["sentinel"].exists()
+    assert batch["rows"]["correct"]["score"] == batch["rows"]["correct"]["max_score"]
+
+
+def test_one_json_result_per_submission(batch):
+    schema = json.loads((REPO / "grader" / "schemas" / "report.schema.json").read_text())
+    files = sorted(path.name for path in batch["results"].glob("*.json"))
+    assert files == sorted(f"{name}.json" for name in batch["rows"])
+    for name, row in batch["rows"].items():
+        result = json.loads((batch["results"] / f"{name}.json").read_text())
+        assert result["submission"] == name and str(result["score"]) == row["score"] and (result["error"] or "") == row["error"]
+        if result["report"] is not None:
+            jsonschema.validate(result["report"], schema)
+            assert {check["id"]: check["status"] for check in result["report"]["checks"]} == {check: row[check] for check in MODEL}
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")  # dead, waiting for a parent that may never reap it
+
+
+def test_a_submission_past_its_time_limit_is_stopped_with_its_processes(reference, tmp_path):
+    from grader.batch import Options, grade_submission
+
+    submission = write_submission(tmp_path, "stuck", {})
+    pid_file = tmp_path / "learner.pid"
+    (submission / "exercises" / "__init__.py").write_text(f"import os\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\nwhile True:\n    pass\n")
+    options = Options(check_ids=("embed",), reference="random", timeout=60, submission_timeout=8)
+    result = grade_submission(submission, [c for c in registry() if c.id == "embed"], options)
+    assert result.report is None and result.error == "grading took longer than 8 s; stopped"
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while not process_gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert process_gone(pid), "the learner's process outlived its submission"
+
+
+def test_bad_input_is_one_line(tmp_path):
+    missing = run_batch(str(tmp_path / "nowhere"), "--csv", str(tmp_path / "grades.csv"))
+    assert missing.returncode == 2 and missing.stderr == f"batch: {tmp_path / 'nowhere'} is not a directory\n"
+    (tmp_path / "subs").mkdir()
+    empty = run_batch(str(tmp_path / "subs"), "--csv", str(tmp_path / "grades.csv"))
+    assert empty.returncode == 2 and "has no submission directories" in empty.stderr and not (tmp_path / "grades.csv").exists()
+    assert os.listdir(tmp_path / "subs") == []

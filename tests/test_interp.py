@@ -1,0 +1,90 @@
+"""Part 3: looking inside.
+
+The solutions pass, the stubs are todo, each function written wrong in a known way fails at its
+own check with its own hint (all graded together: each mistake touches one function only), and
+the grader's own expected answers for folding and erasing hold up against their definitions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
+
+INTERP_CHECKS = (
+    "interp.parameter_counts", "interp.logit_lens", "interp.qk_circuit", "interp.ov_circuit",
+    "interp.fold_layernorm", "interp.direct_path", "interp.is_tied", "interp.erase_direction",
+)
+MISTAKES = {  # check: ((old, new) in interp.py, what the hint must say)
+    "interp.parameter_counts": (("counts[\"tied\"] = counts[\"total\"] - counts[\"unembed\"]", "counts[\"tied\"] = counts[\"total\"] - model.unembed.W_U.numel()"), "the tied count keeps b_U"),
+    "interp.logit_lens": (("model.unembed(model.ln_final(stream))", "model.unembed(stream)"), "ln_final is not applied"),
+    "interp.qk_circuit": (("attn.W_Q[head], attn.W_K[head]", "attn.W_K[head], attn.W_Q[head]"), "the transpose W_K W_Q^T"),
+    "interp.ov_circuit": (("-> d_model_in d_model_out\")", "-> d_model_out d_model_in\")"), "the transpose W_O^T W_V^T"),
+    "interp.fold_layernorm": (("\"d_model, d_model d_out -> d_out\") + b", "\"d_model, d_model d_out -> d_out\")"), "forgets the linear map's own b"),
+    "interp.direct_path": (("embedded = model.embed.W_E[tokens]", "embedded = model.embed(tokens) + model.pos_embed(tokens)"), "the positional embedding is added"),
+    "interp.is_tied": (("torch.equal(model.unembed.W_U, model.embed.W_E.T)", "torch.allclose(model.unembed.W_U, model.embed.W_E.T)"), "not within a tolerance"),
+    "interp.erase_direction": (("einops.einsum(component.relu(), v", "einops.einsum(component, v"), "there is no ReLU"),
+}
+
+
+def test_solutions_pass_every_interp_check(grade):
+    report = grade(SOLUTIONS, "interp")
+    assert [c.id for c in report.checks] == list(INTERP_CHECKS)
+    assert {c.id: c.status for c in report.checks} == dict.fromkeys(INTERP_CHECKS, "pass"), [c.message for c in report.checks]
+
+
+def test_stubs_are_todo(grade):
+    assert {c.status for c in grade(EXERCISES, "interp").checks} == {"todo"}
+
+
+@pytest.fixture(scope="module")
+def mistaken(grade, tmp_path_factory):
+    package = write_variant(tmp_path_factory.mktemp("interp"), {"interp.py": [edit for edit, _ in MISTAKES.values()]})
+    return by_id(grade(package, "interp"))
+
+
+@pytest.mark.parametrize("check_id", list(MISTAKES))
+def test_mistake_fails_at_its_check_with_its_hint(mistaken, check_id):
+    result = mistaken[check_id]
+    assert result.status == "fail", result.message
+    assert MISTAKES[check_id][1] in (result.hint or ""), (result.message, result.hint)
+
+
+def test_wrong_counts_are_named_by_part(grade, tmp_path):
+    package = write_variant(tmp_path, {"interp.py": [("param.numel() for param in part.parameters())", "param.numel() for param in part.parameters() if param.requires_grad)")]})
+    result = by_id(grade(package, "interp.parameter_counts"))["interp.parameter_counts"]
+    assert result.status == "fail"
+    assert "unembed 38,597,376 (GPT-2: 38,647,633)" in result.message
+    assert "b_U is not counted" in result.hint
+
+
+def test_quoted_count_is_gpt2s(reference):
+    from grader.checks.interp import COUNT_KEYS
+
+    counts = dict(zip(COUNT_KEYS, reference.expected("interp.parameter_counts")["gpt2"]))
+    assert counts["tied"] == 124_439_808 and counts["total"] == 163_087_441
+
+
+def test_folded_map_on_normalised_input_equals_the_original(reference):
+    """The expected folding, checked against its definition with GPT-2's LayerNorm weights."""
+    weights = load_file(str(reference.weights_path))
+    inputs, expected = reference.inputs("interp.fold_layernorm"), reference.expected("interp.fold_layernorm")
+    x_hat = np.random.default_rng(0).standard_normal((5, 768)).astype(np.float32)
+    for case in reference.cases("interp.fold_layernorm"):
+        name, prefix = case["name"], case["weights"]
+        W, b = inputs[f"{name}/arg0"], inputs[f"{name}/arg1"]
+        original = (x_hat * weights[prefix + "w"] + weights[prefix + "b"]) @ W + b
+        W_folded, b_folded = expected[name][:-1], expected[name][-1]
+        np.testing.assert_allclose(x_hat @ W_folded + b_folded, original, rtol=1e-4, atol=1e-4)
+
+
+def test_erased_outputs_have_no_positive_component(reference):
+    inputs, expected = reference.inputs("interp.erase_direction"), reference.expected("interp.erase_direction")
+    for case in reference.cases("interp.erase_direction"):
+        x, v, out = inputs[f"{case['name']}/arg0"], inputs[f"{case['name']}/arg1"], expected[case["name"]]
+        before, after = x @ v, out @ v
+        np.testing.assert_allclose(after, np.minimum(before, 0), atol=1e-4)
+        np.testing.assert_allclose(out - after[..., None] * v, x - before[..., None] * v, atol=1e-4)  # the rest of x is untouched
+        assert (before > 0).any() and (before < 0).any()

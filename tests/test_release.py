@@ -1,0 +1,179 @@
+"""The learner release: what a learner needs, no solution, and it grades with its own grader."""
+
+from __future__ import annotations
+
+import json
+import keyword
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from conftest import EXERCISES, REPO, SOLUTIONS
+
+from grader.checks import registry
+from grader.stubs import strip_solutions
+
+LEARNER_MARK = re.compile(r"^pytestmark = pytest\.mark\.learner$", re.MULTILINE)
+
+
+def says_anything(line: str) -> bool:
+    """Two names other than keywords, or a name and a number: `break`, `return x` or a lone
+    bracket give nothing away."""
+    names = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", line)) - set(keyword.kwlist)
+    return len(names) + any(c.isdigit() for c in line) >= 2
+
+
+def solution_lines() -> set[str]:
+    """Every line between solution markers in solutions/ that says anything."""
+    lines, inside = set(), False
+    for path in SOLUTIONS.glob("*.py"):
+        for line in path.read_text().splitlines():
+            if "### BEGIN SOLUTION" in line:
+                inside = True
+            elif "### END SOLUTION" in line:
+                inside = False
+            elif inside and says_anything(line):
+                lines.add(line.strip())
+    return lines
+
+
+def files_under(directory: Path) -> list[Path]:
+    return sorted(path for path in directory.rglob("*") if path.is_file())
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("release") / "learner"
+    built = subprocess.run([sys.executable, "-m", "grader.release", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def release_venv(tmp_path_factory) -> Path:
+    """A new virtualenv that sees this one's packages (torch, ...) through a .pth file, but not its
+    grader: this checkout's editable install is a finder that only a site directory would run."""
+    venv = tmp_path_factory.mktemp("venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "shared-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv
+
+
+def make(release: Path, venv: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`make` in the release, as a learner runs it, with the Makefile's installs kept local: every
+    dependency is importable already, so pip neither downloads nor builds in isolation
+    (PIP_NO_BUILD_ISOLATION=0 turns isolation off)."""
+    pip_offline = {"PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    return subprocess.run(["make", *args, f"VENV={venv}"], cwd=release, env={**os.environ, **pip_offline, **(env or {})}, capture_output=True, text=True, timeout=600)
+
+
+def test_no_solution_file_or_line_is_released(release):
+    hidden = solution_lines()
+    assert len(hidden) > 20  # the helper itself finds the solutions
+    files = files_under(release)
+    assert not [path for path in files if "solutions" in path.relative_to(release).parts]
+    for path in files:
+        leaked = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip() in hidden]
+        assert leaked == [], f"{path.relative_to(release)} holds solution lines: {leaked[:3]}"
+
+
+def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
+    released = {str(path.relative_to(release)) for path in files_under(release)}
+    for name in ("README.md", "pyproject.toml", "Makefile", ".gitignore", "grader/__init__.py", "grader/cli.py", "grader/checks/model.py", "tests/conftest.py"):
+        assert name in released
+    assert sorted(path.name for path in (release / "exercises").iterdir()) == sorted(path.name for path in SOLUTIONS.glob("*.py"))
+    for path in SOLUTIONS.glob("*.py"):  # the stubs, as grader.stubs makes them (tested in test_stubs)
+        assert (release / "exercises" / path.name).read_text() == strip_solutions(path.read_text())
+    # A Classroom template by default: classroom.yml alone, as Classroom grades by the first workflow to finish.
+    assert [name for name in released if name.startswith(".github/")] == [".github/workflows/classroom.yml"] * (REPO / ".github/workflows/classroom.yml").is_file()
+    assert not any(name.startswith(("bench/", ".ci/", "solutions/")) for name in released)
+    learner_tests = {f"tests/{path.name}" for path in (REPO / "tests").glob("test_*.py") if LEARNER_MARK.search(path.read_text())}
+    assert learner_tests and {name for name in released if name.startswith("tests/")} == {"tests/conftest.py", *learner_tests}
+    readme = (release / "README.md").read_text()
+    assert "## For instructors" not in readme and "## The exercises, in order" in readme and "<!-- include" not in readme
+    for target in re.findall(r"\]\(([^)#:]+)\)", readme):  # what the README links to or shows is there
+        assert (release / target).is_file(), target
+
+
+def test_make_grade_there_runs_its_own_grader_and_everything_is_todo(reference, release, release_venv, tmp_path):
+    # A `solutions` package that records being imported, first on every process's path.
+    sentinel = tmp_path / "solutions-imported"
+    (tmp_path / "decoy" / "solutions").mkdir(parents=True)
+    (tmp_path / "decoy" / "solutions" / "__init__.py").write_text(f"open({str(sentinel)!r}, 'w').close()\n")
+    report_path = tmp_path / "report.json"
+    graded = make(release, release_venv, "grade", f"ARGS=--reference random --json {report_path}", env={"PYTHONPATH": str(tmp_path / "decoy")})
+    output = graded.stdout[-2000:] + graded.stderr[-2000:]
+    assert graded.returncode == 2 and "grade] Error 1" in graded.stderr and report_path.is_file(), output  # grade exits 1: nothing passes
+    report = json.loads(report_path.read_text())
+    assert [check["id"] for check in report["checks"]] == [check.id for check in registry()]
+    assert {check["status"] for check in report["checks"]} == {"todo"} and report["score"] == 0
+    assert Path(report["package"]) == release / "exercises"
+    assert not sentinel.exists(), "something in the release imported solutions"
+    imported = subprocess.run([release_venv / "bin" / "python", "-c", "import grader; print(grader.__file__)"], cwd=tmp_path, capture_output=True, text=True)
+    assert Path(imported.stdout.strip()).is_relative_to(release), imported.stdout + imported.stderr
+
+
+def test_the_release_tests_pass_there_without_solutions(release, release_venv):
+    tested = make(release, release_venv, "test", "PYTEST_ARGS=-q -p no:cacheprovider")
+    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]
+    assert re.search(r"\b\d+ passed\b", tested.stdout) and "failed" not in tested.stdout
+
+
+def test_the_guard_finds_a_solution_line_anywhere(tmp_path):
+    from grader.release import hidden_lines, leaked_lines
+
+    hidden = hidden_lines(SOLUTIONS)
+    assert "return self.W_E[tokens]" in hidden and "### BEGIN SOLUTION" not in hidden
+    assert not {")", "break", "return resid_post"} & hidden  # in solution regions, but they say nothing
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    (tmp_path / "deep" / "er" / "notes.txt").write_text("a note\n        return self.W_E[tokens]\n")
+    (tmp_path / "clean.py").write_text((EXERCISES / "embedding.py").read_text())
+    assert leaked_lines(tmp_path, hidden) == ["deep/er/notes.txt: return self.W_E[tokens]"]
+
+
+@pytest.mark.parametrize("declaration, shipped", [
+    ("pytestmark = pytest.mark.learner", True),
+    ("pytestmark = [pytest.mark.slow, pytest.mark.learner]", True),
+    ("pytestmark = pytest.mark.slow", False),
+    ("# pytestmark = pytest.mark.learner", False),
+    ("LEARNER = 'pytestmark = pytest.mark.learner'", False),
+])
+def test_only_modules_marked_learner_ship(tmp_path, declaration, shipped):
+    from grader.release import is_learner_test
+
+    (tmp_path / "test_x.py").write_text(f"import pytest\n\n{declaration}\n\n\ndef test_x():\n    assert True\n")
+    assert is_learner_test(tmp_path / "test_x.py") is shipped
+
+
+def test_an_existing_outdir_is_refused_and_left_alone(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    refused = subprocess.run([sys.executable, "-m", "grader.release", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "already exists" in refused.stderr
+    assert [path.name for path in tmp_path.iterdir()] == ["mine.txt"] and (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+def test_the_workflow_option_picks_one_learner_workflow(tmp_path):
+    from grader.release import learner_files
+
+    files = [".github/workflows/ci.yml", ".github/workflows/classroom.yml", ".github/workflows/grade.yml", "grader/cli.py", "bench/batch_speed.py", "solutions/mlp.py", ".ci/run"]
+    assert learner_files(tmp_path, files, "grade") == [".github/workflows/grade.yml", "grader/cli.py"]
+    assert learner_files(tmp_path, files, "classroom") == [".github/workflows/classroom.yml", "grader/cli.py"]
+
+
+def test_the_learner_readme_places_every_readme_section(tmp_path):
+    from grader.release import ReleaseError, learner_readme, linked_files
+
+    readme = "# Course\n\nIntro.\n\n## Quickstart\n\nRun it.\n\n## For instructors\n\nSecret.\n\n## Layout\n\nFiles.\n"
+    template = "# For learners\n\n<!-- include: Quickstart -->\n"
+    assert learner_readme(template, readme) == "# For learners\n\n## Quickstart\n\nRun it.\n"
+    with pytest.raises(ReleaseError, match="'Setup' is neither included"):
+        learner_readme(template, readme + "\n## Setup\n\nNew.\n")
+    with pytest.raises(ReleaseError, match="includes the section 'Quick start'"):
+        learner_readme(template.replace("Quickstart", "Quick start"), readme)
+    assert linked_files("![a](docs/a.png) [b](other.md#part) [c](https://x.org/c.png) [d](#d)\n") == {"docs/a.png", "other.md"}

@@ -1,0 +1,263 @@
+"""Part 2: sampling, beam search and the KV cache.
+
+The solutions pass, the stubs are todo, each listed mistake fails at its check with its own
+message, correct code in other styles passes, and the grader's own expected answers and its
+distribution bound hold up.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
+
+from grader.checks import registry
+from grader.checks import sampling as checks
+
+SAMPLING_CHECKS = ("sampling", "beam", "kv_cache")
+DISTRIBUTION_CHECKS = ("sampling.basic", "sampling.top_k", "sampling.top_p")
+
+TOP_P_KEEP = "n_keep = max(int((cumulative < top_p).sum()) + 1, min_tokens_to_keep)"
+NGRAM_BAN = """        if no_repeat_ngram_size is not None:
+            banned = self.banned_next_tokens(no_repeat_ngram_size, logprobs.shape[-1])
+            logprobs = logprobs.masked_fill(banned, float("-inf"))
+"""
+MISTAKES = {  # name: (check, {file: [(old, new)]}, what the message must say)
+    "temperature multiplied": ("sampling.temperature", {"sampling.py": [("return logits / temperature", "return logits * temperature")]}, "multiplied by the temperature"),
+    "penalty ignores repeats": (
+        "sampling.frequency_penalty",
+        {"sampling.py": [("counts = torch.bincount(input_ids, minlength=logits.shape[-1])\n        return logits - freq_penalty * counts", "logits = logits.clone()\n        logits[input_ids] -= freq_penalty\n        return logits")]},
+        "penalised once, however often it occurs",
+    ),
+    "penalty ignores the vocabulary size": (
+        "sampling.frequency_penalty",
+        {"sampling.py": [("torch.bincount(input_ids, minlength=logits.shape[-1])", "torch.bincount(input_ids)")]},
+        "one entry per vocabulary id",
+    ),
+    "top-k from all tokens": ("sampling.top_k", {"sampling.py": [("return int(top_ids[Categorical(logits=top_logits).sample()])", "return int(torch.multinomial(logits.softmax(dim=-1), 1))")]}, "outside the k most likely"),
+    "top-p drops the crossing token": ("sampling.top_p", {"sampling.py": [("(cumulative < top_p).sum()) + 1", "(cumulative < top_p).sum())")]}, "past top_p was dropped"),
+    "top-p ignores min_tokens_to_keep": ("sampling.top_p", {"sampling.py": [(TOP_P_KEEP, "n_keep = int((cumulative < top_p).sum()) + 1")]}, "fewer than min_tokens_to_keep"),
+    "logits used as probabilities": ("sampling.basic", {"sampling.py": [("return int(Categorical(logits=logits).sample())", "return int(torch.multinomial(logits, 1))")]}, "used as probabilities"),
+    "new token not fed back": (
+        "sampling.generate",
+        {"sampling.py": [
+            ("        for _ in range(max_tokens_generated):\n            logits = self.model(", "        generated = input_ids\n        for _ in range(max_tokens_generated):\n            logits = self.model("),
+            ("input_ids = torch.cat([input_ids, torch.tensor([next_token])])", "generated = torch.cat([generated, torch.tensor([next_token])])"),
+            ("return self.tokenizer.decode(input_ids)", "return self.tokenizer.decode(generated)"),
+        ]},
+        "same input at every step",
+    ),
+    "no stop at end-of-text": ("sampling.generate", {"sampling.py": [("            if next_token == self.tokenizer.eos_token_id:\n                break\n        return self.tokenizer.decode(input_ids)", "        return self.tokenizer.decode(input_ids)")]}, "went on after end-of-text"),
+    "beams not sorted": ("beam.filter", {"sampling.py": [("topk(min(k, len(self))).indices", "topk(min(k, len(self))).indices.sort().values")]}, "not sorted by log-prob sum"),
+    "finished beams dropped": ("beam.filter", {"sampling.py": [("return self[best[~finished]], self[best[finished]]", "return self[best[~finished]], self[best[:0]]")]}, "finished beams (ending in end-of-text) were dropped"),
+    "n-gram ban not applied": ("beam.generate", {"sampling.py": [(NGRAM_BAN, "")]}, "repeats an n-gram"),
+    "KV cache positions off by one": ("kv_cache", {"kv_cache.py": [("kv_cache[0][0].shape[1]", "kv_cache[0][0].shape[1] - 1")]}, "first differ at position 4"),
+}
+
+ALTERNATIVES = {  # name: (checks that must pass, {file: [(old, new)]})
+    "greedy returns a tensor": (["sampling.greedy", "sampling.generate"], {"sampling.py": [("return int(logits.argmax())", "return logits.argmax()")]}),
+    "multinomial of the softmax": (["sampling.basic"], {"sampling.py": [("return int(Categorical(logits=logits).sample())", "return torch.multinomial(logits.softmax(dim=-1), 1).item()")]}),
+    "top-k by masking": (
+        ["sampling.top_k"],
+        {"sampling.py": [("top_logits, top_ids = logits.topk(k)\n        return int(top_ids[Categorical(logits=top_logits).sample()])", "masked = logits.masked_fill(logits < logits.topk(k).values[-1], float('-inf'))\n        return int(Categorical(logits=masked).sample())")]},
+    ),
+    "top-p by masking the sorted tail": (
+        ["sampling.top_p"],
+        {"sampling.py": [(
+            f"{TOP_P_KEEP}\n        kept_ids = sorted_ids[:n_keep]\n        return int(kept_ids[Categorical(logits=logits[kept_ids]).sample()])",
+            "before = cumulative - sorted_logits.softmax(dim=-1)\n        drop = before >= top_p\n        drop[:min_tokens_to_keep] = False\n"
+            "        masked = logits.clone()\n        masked[sorted_ids[drop]] = float('-inf')\n        return int(torch.multinomial(masked.softmax(dim=-1), 1))",
+        )]},
+    ),
+    "penalty counted in a loop": (
+        ["sampling.frequency_penalty"],
+        {"sampling.py": [("counts = torch.bincount(input_ids, minlength=logits.shape[-1])\n        return logits - freq_penalty * counts", "logits = logits.clone()\n        for token in input_ids.tolist():\n            logits[token] -= freq_penalty\n        return logits")]},
+    ),
+    "end-of-text left out of the text": (
+        ["sampling.generate"],
+        {"sampling.py": [(
+            "            input_ids = torch.cat([input_ids, torch.tensor([next_token])])\n            if next_token == self.tokenizer.eos_token_id:\n                break",
+            "            if next_token == self.tokenizer.eos_token_id:\n                break\n            input_ids = torch.cat([input_ids, torch.tensor([next_token])])",
+        )]},
+    ),
+    "filter by argsort": (["beam.filter", "beam.search"], {"sampling.py": [("best = self.logprob_sums.topk(min(k, len(self))).indices", "best = self.logprob_sums.argsort(descending=True)[:k]")]}),
+}
+
+
+# --- end to end ---------------------------------------------------------------------------------
+
+
+def test_solutions_pass_every_sampling_check(grade):
+    report = grade(SOLUTIONS, *SAMPLING_CHECKS)
+    ids = [check.id for check in registry() if check.part == "sampling"]
+    assert {c.id: (c.status, c.message) for c in report.checks} == {i: ("pass", "") for i in ids}
+    assert len(ids) == 11
+
+
+def test_stubs_are_todo(grade):
+    report = grade(EXERCISES, *SAMPLING_CHECKS)
+    assert {c.id: c.status for c in report.checks} == {c.id: "todo" for c in report.checks}
+    assert "TransformerSampler.sample_top_p is not implemented yet (sampling.py:" in by_id(report)["sampling.top_p"].message
+
+
+def test_kv_cache_is_todo_when_the_bonus_file_is_absent(grade, tmp_path):
+    package = tmp_path / "pkg"
+    shutil.copytree(SOLUTIONS, package, ignore=shutil.ignore_patterns("__pycache__", "kv_cache.py"))
+    result = grade(package, "kv_cache").checks[0]
+    assert result.status == "todo" and "kv_cache.py" not in [p.name for p in package.iterdir()]
+
+
+def test_a_broken_model_does_not_fail_the_sampling_checks(grade, tmp_path):
+    broken = write_variant(tmp_path, {"transformer.py": [("return self.unembed(self.ln_final(residual))", "raise RuntimeError('a broken model')")]})
+    report = grade(broken, "sampling.generate", "beam.search", "transformer")
+    assert {c.id: c.status for c in report.checks} == {"transformer": "error", "sampling.generate": "pass", "beam.search": "pass"}
+
+
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_mistake_fails_at_its_check_with_its_message(mistake, grade, tmp_path):
+    check_id, edits, fragment = MISTAKES[mistake]
+    result = by_id(grade(write_variant(tmp_path, edits), check_id))[check_id]
+    assert result.status == "fail", (result.status, result.message)
+    assert fragment in result.message, result.message
+    assert result.score == 0
+
+
+@pytest.mark.parametrize("alternative", ALTERNATIVES)
+def test_correct_code_in_another_style_passes(alternative, grade, tmp_path):
+    check_ids, edits = ALTERNATIVES[alternative]
+    report = by_id(grade(write_variant(tmp_path, edits), *check_ids))
+    for check_id in check_ids:
+        assert report[check_id].status == "pass", (check_id, report[check_id].message)
+
+
+# --- the grader's expected answers --------------------------------------------------------------
+
+
+def test_the_distribution_bound_is_what_the_docstring_says(reference):
+    eps = checks.frequency_bound(5, checks.DRAWS)
+    assert math.isclose(2 * 5 * math.exp(-2 * checks.DRAWS * eps**2), checks.FALSE_FAILURE_PER_CASE)
+    cases = sum(len(reference.cases(check_id)) for check_id in DISTRIBUTION_CHECKS)
+    assert cases == 6 and cases * checks.FALSE_FAILURE_PER_CASE < 1e-7
+
+
+def test_each_known_wrong_distribution_is_far_from_the_right_one(reference):
+    """A mistake's row either puts mass where the right answer has none, or moves some
+    probability by more than twice the bound: it is then missed with probability below 1e-8."""
+    for check_id in DISTRIBUTION_CHECKS:
+        for name, rows in reference.expected(check_id).items():
+            right, mistakes = np.asarray(rows[0]), np.asarray(rows[1:])
+            eps = checks.frequency_bound(int((right > 0).sum()), checks.DRAWS)
+            assert math.isclose(right.sum(), 1.0) and right.min() >= 0
+            for row in mistakes:
+                if np.isnan(row).all():
+                    continue
+                assert ((row > 0) & (right == 0)).any() or np.abs(row - right).max() > 2 * eps, (check_id, name)
+
+
+def test_frequency_comparison_passes_exact_counts_and_names_a_known_mistake():
+    right, wrong = np.array([0.5, 0.5, 0.0]), np.array([1.0, 0.0, 0.0])
+    compare = checks.known_mistakes(checks.frequencies, "only the first token")
+    assert compare(np.array([2000.0, 2000.0, 0.0]), np.stack([right, wrong]), None).ok
+    failed = compare(np.array([4000.0, 0.0, 0.0]), np.stack([right, wrong]), None)
+    assert not failed.ok and failed.message.startswith("only the first token (token 0 was drawn 100.0%")
+    impossible = compare(np.array([1999.0, 2000.0, 1.0]), np.stack([right, wrong]), None)
+    assert not impossible.ok and "token 2 was drawn 1 times, but its probability is 0" in impossible.message
+
+
+def test_top_p_sets_from_first_principles():
+    probabilities = torch.tensor([0.04, 0.35, 0.10, 0.25, 0.20, 0.06], dtype=torch.float64)
+    assert checks.nucleus(probabilities, 0.7, 1) == [1, 3, 4]
+    assert checks.nucleus(probabilities, 0.7, 1, keep_crossing=False) == [1, 3]
+    assert checks.nucleus(probabilities, 0.2, 3) == [1, 3, 4]
+    assert checks.nucleus(probabilities, 0.2, 3, apply_minimum=False) == [1]
+
+
+def test_the_generation_table_spells_its_sentence(reference):
+    texts = reference.expected("sampling.generate")
+    from grader.drivers import tensor_text
+
+    assert tensor_text(texts["until_end_of_text"][0]) == "the cat sat on the mat."
+    assert tensor_text(texts["until_max_tokens"][0]) == "the cat sat o"
+    assert tensor_text(texts["until_end_of_text"][1]) == "the cat" + " " * 24
+    assert "<|endoftext|>" in tensor_text(texts["until_end_of_text"][3])
+
+
+def test_beam_search_beats_greedy_on_the_notes_example():
+    table, eos = checks.notes_table(), len(checks.BEAM_ALPHABET)
+    greedy = checks.greedy_walk(table, [0], 2, eos)
+    greedy_logprob = sum(checks.log_softmax_row(table, tuple(greedy[:i]))[greedy[i]] for i in (1, 2))
+    (best_logprob, best_tokens), _ = checks.expected_beam_search(table, (0,), 2, 2, 2, 0, eos)
+    assert greedy == [0, 1, 0] and math.isclose(math.exp(greedy_logprob), 0.18, rel_tol=1e-6)
+    assert best_tokens == (0, 2, 0) and math.isclose(math.exp(best_logprob), 0.19, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(8, 14))
+def test_one_beam_is_the_greedy_walk(seed):
+    table, eos = checks.beam_table(seed, eos_bias=0.5), len(checks.BEAM_ALPHABET)
+    [(_, tokens)] = checks.expected_beam_search(table, (0,), 1, 1, 5, 0, eos)
+    assert list(tokens) == checks.greedy_walk(table, [0], 5, eos)
+
+
+def test_beam_cases_have_no_near_ties():
+    """Every kept candidate beats every dropped one by a margin far above float32 rounding."""
+    eos = len(checks.BEAM_ALPHABET)
+    for name, (make_table, _, num_beams, max_new, ngram) in checks.BEAM_SEARCHES.items():
+        table, beams = make_table(), [(0.0, (0,))]
+        for _ in range(max_new):
+            ranked = checks.best(checks.extensions(table, beams, ngram), len(table[0]) ** 2)
+            if len(ranked) > num_beams:
+                assert ranked[num_beams - 1][0] - ranked[num_beams][0] > 1e-3, name
+            beams = [beam for beam in ranked[:num_beams] if beam[1][-1] != eos]
+
+
+def test_the_cases_show_each_beam_mistake(reference):
+    expected = reference.expected("beam.generate")
+    for name in ("no_repeat_bigram", "no_repeat_trigram"):
+        right, unbanned = expected[name]
+        assert not np.array_equal(right, unbanned), name
+    searches = {name: checks.parse_beams(rows) for name, rows in reference.expected("beam.search").items()}
+    assert any(tokens[-1] == len(checks.BEAM_ALPHABET) for _, _, tokens in searches["finished_beams"])
+
+
+def test_stand_in_tokenizer_matches_gpt2s():
+    from grader.drivers import text_tensor
+    from grader.drivers.stand_ins import Tokenizer
+    from grader.reference import PROMPT, offline_tokenizer
+
+    gpt2 = offline_tokenizer()
+    tokenizer = Tokenizer(text_tensor(gpt2.backend_tokenizer.to_str()))
+    ids = gpt2.encode(PROMPT + " and then<|endoftext|>")
+    assert tokenizer.encode(PROMPT + " and then<|endoftext|>") == ids
+    assert tokenizer.encode(PROMPT, return_tensors="pt").tolist() == [gpt2.encode(PROMPT)]
+    assert tokenizer.decode(torch.tensor(ids)) == gpt2.decode(ids)
+    assert tokenizer.eos_token_id == gpt2.eos_token_id == 50256
+
+
+# --- stress: the distribution checks, many times over, on the solution --------------------------
+
+
+@pytest.mark.stress
+def test_distribution_checks_never_fail_the_solution(reference):
+    """200 runs of every distribution case with different seeds (about six minutes on two busy cores)."""
+    from safetensors import safe_open
+
+    from grader.drivers.sampling import draw
+    from grader.learner import CaseContext, LearnerPackage
+
+    package = LearnerPackage(SOLUTIONS)
+    declared = {check.id: check for check in registry()}
+    with safe_open(str(reference.inputs_path), "pt") as inputs:
+        for check_id in DISTRIBUTION_CHECKS:
+            check, expected = declared[check_id], reference.expected(check_id)
+            ctx = CaseContext(package, {"file": "sampling", "name": "TransformerSampler", "method": check.target.method}, None, inputs, {})
+            for case in reference.cases(check_id):
+                ctx.start(check_id, case)
+                for seed in range(200):
+                    torch.manual_seed(seed)
+                    result = check.comparison(draw(ctx, ctx.args), expected[case["name"]], check.tolerance)
+                    assert result.ok, (check_id, case["name"], seed, result.message)

@@ -1,0 +1,177 @@
+"""The GitHub Actions workflows: clean under actionlint and zizmor, shaped as learners, Classroom and
+maintainers need, and each grade step run here as GitHub runs it, then read back from its log and files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from junitparser import JUnitXml
+from markdown_it import MarkdownIt
+
+from conftest import REPO, write_variant
+from test_render_formats import FORGED_NOTICE, effective_commands, runner_command
+
+from grader.checks import registry
+
+WORKFLOWS = REPO / ".github" / "workflows"
+BIN = Path(sys.executable).parent  # the virtualenv's scripts: grade, actionlint, zizmor, shellcheck
+PINNED = re.compile(r"uses: [\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d[\w.]*")
+
+# Learner code that tries every way to print a forged Classroom score into the step's log: stdout
+# (captured by the grader), its exception message (shown in the report), and a direct write to
+# the grader's own stdout, found through /proc (the check runs in a fork of the worker the grader started).
+HOSTILE_FORWARD = f"""        ### BEGIN SOLUTION
+        import os
+        print({FORGED_NOTICE!r}, flush=True)
+        with open(f"/proc/{{os.getppid()}}/stat") as worker:
+            grader = worker.read().rsplit(")", 1)[1].split()[1]
+        with open(f"/proc/{{grader}}/fd/1", "w") as grader_stdout:
+            grader_stdout.write("\\n" + {FORGED_NOTICE!r} + "\\n")
+        raise ValueError({FORGED_NOTICE!r})
+"""
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def triggers(workflow: dict) -> dict:
+    return workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as true
+
+
+def steps(workflow: dict) -> list[dict]:
+    return [step for job in workflow["jobs"].values() for step in job["steps"]]
+
+
+def step_using(workflow: dict, action: str) -> dict:
+    return next(step for step in steps(workflow) if step.get("uses", "").startswith(action + "@"))
+
+
+def grade_step(workflow: dict) -> dict:
+    return next(step for step in steps(workflow) if "grade --github" in step.get("run", ""))
+
+
+def lint(directory: Path) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    files = sorted(str(path) for path in (directory / ".github" / "workflows").glob("*.yml"))
+    actionlint = subprocess.run([str(BIN / "actionlint"), "-no-color", "-shellcheck", str(BIN / "shellcheck"), *files], capture_output=True, text=True, cwd=directory)
+    zizmor = subprocess.run([str(BIN / "zizmor"), "--offline", "--no-progress", "--format", "plain", *files], capture_output=True, text=True, cwd=directory)
+    return actionlint, zizmor
+
+
+def test_actionlint_and_zizmor_report_nothing():
+    assert sorted(path.name for path in WORKFLOWS.glob("*.yml")) == ["ci.yml", "classroom.yml", "grade.yml"]
+    actionlint, zizmor = lint(REPO)
+    assert (actionlint.returncode, actionlint.stdout + actionlint.stderr) == (0, "")
+    assert zizmor.returncode == 0 and "No findings" in zizmor.stdout, zizmor.stdout + zizmor.stderr
+
+
+def test_the_linters_do_report_a_bad_workflow(tmp_path):
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(
+        "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - uses: actions/checkout@v4\n"
+        "      - run: echo \"${{ github.event.head_commit.message }}\" $UNQUOTED ${{ steps.missing.outputs.x }}\n"
+    )
+    actionlint, zizmor = lint(tmp_path)
+    assert actionlint.returncode == 1 and "SC2086" in actionlint.stdout and "steps.missing" in actionlint.stdout
+    assert zizmor.returncode != 0 and "unpinned-uses" in zizmor.stdout and "template-injection" in zizmor.stdout
+
+
+def test_every_workflow_reads_only_and_pins_its_actions():
+    for path in WORKFLOWS.glob("*.yml"):
+        assert load(path.name)["permissions"] == {"contents": "read"}, path.name
+        uses = [line.strip().removeprefix("- ") for line in path.read_text().splitlines() if "uses:" in line]
+        assert uses and all(PINNED.fullmatch(line) for line in uses), (path.name, uses)
+
+
+def test_grade_workflow_installs_cpu_torch_caches_gpt2_and_keeps_the_reports():
+    workflow = load("grade.yml")
+    assert set(triggers(workflow)) == {"push", "workflow_dispatch"}
+    assert step_using(workflow, "actions/setup-python")["with"]["cache"] == "pip"
+    assert "~/.cache/huggingface" in step_using(workflow, "actions/cache")["with"]["path"].split()
+    installs = [line for step in steps(workflow) for line in step.get("run", "").splitlines() if "pip install" in line]
+    assert installs == ["python -m pip install torch --index-url https://download.pytorch.org/whl/cpu", "python -m pip install -e ."]
+    grade = grade_step(workflow)
+    assert "--junit" in grade["run"] and "--json" in grade["run"] and "continue-on-error" not in grade
+    upload = step_using(workflow, "actions/upload-artifact")
+    assert upload["if"] == "always()" and steps(workflow).index(upload) > steps(workflow).index(grade)
+
+
+def test_classroom_workflow_hands_the_result_to_the_reporter():
+    workflow = load("classroom.yml")
+    assert workflow["name"] == "Autograding Tests" and list(workflow["jobs"]) == ["run-autograding-tests"]
+    runner = grade_step(workflow)["id"]
+    reporter = step_using(workflow, "classroom-resources/autograding-grading-reporter")
+    assert reporter["with"]["runners"] == runner
+    assert reporter["env"] == {f"{runner.upper()}_RESULTS": f"${{{{ steps.{runner}.outputs.result }}}}"}
+    assert "!cancelled()" in reporter["if"]
+
+
+def test_ci_workflow_runs_the_test_suite_on_push_and_pull_request():
+    workflow = load("ci.yml")
+    assert set(triggers(workflow)) == {"push", "pull_request"}
+    assert [step["run"] for step in steps(workflow) if "run" in step] == ["make test"]
+
+
+# Each distinct grade step once: the workflows that share one share its run.
+GRADE_STEPS = {}
+for _name in ("grade.yml", "classroom.yml"):
+    GRADE_STEPS.setdefault(grade_step(load(_name))["run"], []).append(_name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", list(GRADE_STEPS), ids=["+".join(names) for names in GRADE_STEPS.values()])
+def test_grade_step_under_actions_reports_and_forges_nothing(script, reference, tmp_path):
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    package = write_variant(tmp_path, {"embedding.py": [("        ### BEGIN SOLUTION\n        return self.W_E[tokens]\n", HOSTILE_FORWARD)]})
+    package.rename(workspace / "exercises")
+    raise_line = (workspace / "exercises" / "embedding.py").read_text().splitlines().index(f"        raise ValueError({FORGED_NOTICE!r})") + 1
+    summary, output = tmp_path / "summary.md", tmp_path / "output"
+    environ = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(workspace), "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output)}
+    # As GitHub runs a `run:` step: bash, with the step's stdout and stderr in one log.
+    step = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=workspace, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    log = step.stdout
+    assert step.returncode == 1, log
+
+    forged = runner_command(FORGED_NOTICE)
+    assert forged in [runner_command(line) for line in log.splitlines()], "the learner's line never reached the log"
+    points = {check.id: check.points for check in registry()}
+    # Every check that runs the learner's Embed (embed itself, the whole model, ...) errors at the raise.
+    report = json.loads((workspace / "grade-results" / "report.json").read_text())
+    broken = [c["id"] for c in report["checks"] if c["status"] != "pass"]
+    assert {"embed", "transformer"} <= set(broken) and {c["status"] for c in report["checks"] if c["id"] in broken} == {"error"}
+    total, lost = sum(points.values()), sum(points[i] for i in broken)
+    acted = effective_commands(log)
+    assert [(name, properties) for name, properties, _ in acted] == [
+        *[("error", {"file": "exercises/embedding.py", "line": str(raise_line), "title": f"{i}: error, 0/{points[i]} points"}) for i in broken],
+        ("notice", {"title": "GPT-2 grader"}),
+    ]
+    assert all(FORGED_NOTICE in data for _, _, data in acted[:-1])  # the learner's text, inside the grader's own annotations
+    assert acted[-1][2] == f"{total - lost}/{total} points, {len(points) - len(broken)} of {len(points)} checks pass"
+
+    tokens = MarkdownIt("commonmark").enable("table").parse(summary.read_text())
+    body = tokens[[t.type for t in tokens].index("tbody_open") :]
+    assert sum(t.type == "tr_open" for t in body) == len(points)
+
+    results = [line.removeprefix("result=") for line in output.read_text().splitlines() if line.startswith("result=")]
+    assert len(results) == 1
+    result = json.loads(base64.b64decode(results[0], validate=True))
+    jsonschema.validate(result, json.loads((REPO / "grader" / "schemas" / "classroom-result.schema.json").read_text()))
+    assert (result["status"], result["max_score"], sum(t["score"] for t in result["tests"])) == ("error", total, total - lost)
+    assert [t["name"] for t in result["tests"] if t["status"] != "pass"] == broken
+
+    suites = list(JUnitXml.fromfile(str(workspace / "grade-results" / "junit.xml")))
+    totals = [sum(getattr(suite, count) for suite in suites) for count in ("tests", "failures", "errors", "skipped")]
+    assert totals == [len(points), 0, len(broken), 0]
+    assert [case.name for suite in suites for case in suite] == list(points)
