@@ -124,6 +124,31 @@ class Reference:
             _, activation_cache = self.model.run_with_cache(self.tokens[tokens_name])
         return {name: value.detach().clone() for name, value in activation_cache.items()}
 
+    def long_tokens(self, posn: int) -> str:
+        """The name of a (1, posn) token set, BOS then seeded random ids, added to `self.tokens` once.
+
+        Its own generator, so adding it leaves every other random input as it was."""
+        import torch
+
+        name = f"long{posn}"
+        if name not in self.tokens:
+            generator = torch.Generator().manual_seed(1_000_003 * self.seed + posn)
+            ids = torch.randint(0, self.d_vocab, (1, posn), generator=generator)
+            ids[0, 0] = self.tokens["prompt"][0, 0]  # BOS: where real GPT-2's residual norm is largest
+            self.tokens[name] = ids
+        return name
+
+    def largest_first_position_norm(self, token_sets: tuple[str, ...]) -> float:
+        """The largest norm of the first position's residual stream, over every block and these token sets."""
+        hooks = [f"blocks.{layer}.hook_resid_{site}" for layer in range(self.n_layers) for site in ("pre", "mid", "post")]
+        return max(float(self.activations(name)[hook][:, 0].norm(dim=-1).max()) for name in token_sets for hook in hooks)
+
+    def largest_attention_score(self, token_sets: tuple[str, ...]) -> float:
+        """The largest |score| of a visible key (scaled, before the softmax), over every head and these token sets."""
+        hooks = [f"blocks.{layer}.attn.hook_attn_scores" for layer in range(self.n_layers)]
+        scores = (self.activations(name)[hook] for name in token_sets for hook in hooks)
+        return max(float(s[s.isfinite()].abs().max()) for s in scores)
+
     def call(self, path: str, *args: torch.Tensor, overrides: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """The reference submodule at `path` applied to `args`, optionally with some parameters replaced."""
         import torch
@@ -135,13 +160,15 @@ class Reference:
         with torch.no_grad():
             return torch.func.functional_call(module, overrides or {}, args).detach().clone()
 
-    def call_with_hooks(self, path: str, *args: torch.Tensor, hooks: tuple[str, ...]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def call_with_hooks(
+        self, path: str, *args: torch.Tensor, hooks: tuple[str, ...], overrides: dict[str, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Like `call`, also returning what the named hook points inside the submodule saw."""
         module = self.model.get_submodule(path)
         seen: dict[str, torch.Tensor] = {}
         handles = [module.get_submodule(name).register_forward_hook(lambda _m, _i, out, name=name: seen.__setitem__(name, out.detach().clone())) for name in hooks]
         try:
-            return self.call(path, *args), seen
+            return self.call(path, *args, overrides=overrides), seen
         finally:
             for handle in handles:
                 handle.remove()
