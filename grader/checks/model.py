@@ -1,5 +1,9 @@
 """Part 1: the model. Each module is fed GPT-2's own input activation and compared with its output.
 
+Beside those, each check has a few stress inputs that real bugs need and GPT-2's activations on a short prompt
+never reach: exact zeros and ties, magnitudes beyond GPT-2's largest, hundreds of positions. Each says why in a
+comment, and the ones aimed at one mistake carry a hint and that mistake's output.
+
 Each case also carries GPT-2's intermediates (`steps`, to find where a learner's computation
 first leaves GPT-2's) and what the classic mistakes output (`mistakes`, to name the one a learner
 most likely made). The case functions run only when the reference cache is built, so torch is
@@ -20,6 +24,16 @@ if TYPE_CHECKING:
     from ..reference import Reference
 
 TOKEN_SETS = ("prompt", "random")
+LONG = 256  # positions of the long cases (batch 1); PosEmbed also gets the whole context
+
+# GPT-2 small's largest magnitudes, which the random reference lacks: the first position's residual norm is in
+# the thousands after the first blocks, and the largest attention scores reach the hundreds. The stress cases
+# go BEYOND times past the larger of these and of what the reference itself produces.
+GPT2_FIRST_POSITION_NORM, GPT2_LARGEST_SCORE, BEYOND = 3000.0, 100.0, 2.0
+
+ZEROS_MASKED = "allowed scores equal to 0 were masked: build the mask from positions, not from the values"
+SOFTMAX_OVERFLOWS = "the softmax overflows on large scores: subtract the max or use torch.softmax"
+TANH_OVERFLOWS = "tanh overflows on large inputs: use torch.tanh rather than a ratio of exponentials"
 ATTENTION_STEPS = {"q": "hook_q", "k": "hook_k", "v": "hook_v", "attn_scores": "hook_attn_scores", "attn_pattern": "hook_pattern", "z": "hook_z"}
 
 
@@ -28,11 +42,33 @@ def _layers(ref: Reference) -> tuple[int, int]:
     return 0, ref.n_layers - 1
 
 
+def _generator(ref: Reference, salt: int):
+    """A generator of its own per stress input, so adding one leaves every other random input as it was."""
+    import torch
+
+    return torch.Generator().manual_seed(1_000_003 * ref.seed + salt)
+
+
+def _magnitudes(ref: Reference) -> tuple[float, float]:
+    """(first-position residual norm, largest attention score) for the stress cases: beyond both GPT-2's and
+    the reference's own."""
+    token_sets = (*TOKEN_SETS, ref.long_tokens(LONG))
+    norm = max(ref.largest_first_position_norm(token_sets), GPT2_FIRST_POSITION_NORM)
+    return BEYOND * norm, BEYOND * max(ref.largest_attention_score(token_sets), GPT2_LARGEST_SCORE)
+
+
+def _massive_first_position(resid: Tensor, norm: float) -> Tensor:
+    """The stream with its first position scaled to `norm`, as GPT-2's BOS residual is."""
+    resid = resid.clone()
+    resid[:, 0] *= norm / resid[:, 0].norm(dim=-1, keepdim=True)
+    return resid
+
+
 # --- what the classic mistakes compute, from the reference's own weights and intermediates ------
 
 
 def layernorm_mistakes(x: Tensor, w: Tensor, b: Tensor, eps: float) -> dict[str, Tensor]:
-    def layer_norm(unbiased=False, eps_inside=True, affine=True, dim=-1):
+    def layer_norm(unbiased=False, eps_inside=True, affine=True, dim=-1, eps=eps):
         mean, var = x.mean(dim=dim, keepdim=True), x.var(dim=dim, keepdim=True, unbiased=unbiased)
         normalized = (x - mean) / ((var + eps).sqrt() if eps_inside else var.sqrt() + eps)
         return normalized * w + b if affine else normalized
@@ -40,23 +76,37 @@ def layernorm_mistakes(x: Tensor, w: Tensor, b: Tensor, eps: float) -> dict[str,
     return {
         "the variance divides by N-1: use the biased variance (unbiased=False)": layer_norm(unbiased=True),
         "eps is added outside the square root: use sqrt(var + eps)": layer_norm(eps_inside=False),
+        "eps is not added to the variance: use sqrt(var + eps)": layer_norm(eps=0.0),
         "w and b are not applied: finish with normalized * w + b": layer_norm(affine=False),
         "mean and variance are taken over positions: reduce over the last axis, d_model": layer_norm(dim=-2),
     }
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, W_O: Tensor, b_O: Tensor, scale: float, hidden: str = "future", mask_after_softmax: bool = False, softmax_dim: int = -1) -> Tensor:
-    """Attention from q, k and v, with the switches the classic mistakes flip."""
+def exp_over_sum(scores: Tensor, dim: int = -1) -> Tensor:
+    """The softmax written by hand without subtracting the max: exp() is inf past 88.7 in float32."""
+    exps = scores.exp()
+    return exps / exps.sum(dim, keepdim=True)
+
+
+def attend(
+    q: Tensor, k: Tensor, v: Tensor, W_O: Tensor, b_O: Tensor, scale: float,
+    hidden: str = "future", mask_after_softmax: bool = False, softmax_dim: int = -1, **written,
+) -> Tensor:
+    """Attention from q, k and v, with the switches the classic mistakes flip; `written` flips how the
+    mask and the softmax are written: mask_zeros (a mask from the values), by_hand (exp / sum)."""
     import einops
     import torch
 
     scores = einops.einsum(q, k, "batch posn_Q n_heads d_head, batch posn_K n_heads d_head -> batch n_heads posn_Q posn_K") / scale
     ones = torch.ones(scores.shape[-2:], dtype=torch.bool)
     masked = {"future": torch.triu(ones, 1), "future and diagonal": torch.triu(ones, 0), "past": torch.tril(ones, -1)}[hidden]
+    if written.get("mask_zeros"):
+        masked = masked | (scores == 0)  # e.g. where(triu(x, 1) != x, x, IGNORE)
+    softmax = exp_over_sum if written.get("by_hand") else torch.softmax
     if mask_after_softmax:
-        pattern = scores.softmax(-1).masked_fill(masked, float("-inf"))
+        pattern = softmax(scores, -1).masked_fill(masked, float("-inf"))
     else:
-        pattern = scores.masked_fill(masked, float("-inf")).softmax(softmax_dim)
+        pattern = softmax(scores.masked_fill(masked, float("-inf")), softmax_dim)
     z = einops.einsum(v, pattern, "batch posn_K n_heads d_head, batch n_heads posn_Q posn_K -> batch posn_Q n_heads d_head")
     return einops.einsum(z, W_O, "batch posn_Q n_heads d_head, n_heads d_head d_model -> batch posn_Q d_model") + b_O
 
@@ -77,6 +127,17 @@ def attention_mistakes(seen: dict[str, Tensor], weights: dict[str, Tensor]) -> d
         "b_V is not added to v": attend(q, k, v - weights["b_V"], W_O, b_O, sqrt),
         "b_O is not added to the output": attend(q, k, v, W_O, b_O, sqrt) - b_O,
     }
+
+
+def written_mistake(hint: str):
+    """(seen, weights) -> {hint: output} for a mask or a softmax written wrong, as a sublayer case's mistakes."""
+
+    def mistakes(seen: dict[str, Tensor], weights: dict[str, Tensor]) -> dict[str, Tensor]:
+        switch = {ZEROS_MASKED: "mask_zeros", SOFTMAX_OVERFLOWS: "by_hand"}[hint]
+        q, k, v = seen["hook_q"], seen["hook_k"], seen["hook_v"]
+        return {hint: attend(q, k, v, weights["W_O"], weights["b_O"], math.sqrt(q.shape[-1]), **{switch: True})}
+
+    return mistakes
 
 
 def gelu_mistakes(x: Tensor) -> dict[str, Tensor]:
@@ -133,7 +194,9 @@ def transformer_mistakes(ref: Reference, acts: dict[str, Tensor]) -> dict[str, T
 
 
 def embed_cases(ref: Reference) -> list[Case]:
-    return [Case(name, [ref.tokens[name]], ref.activations(name)["hook_embed"], weights="embed.") for name in TOKEN_SETS]
+    # After the prompt and a batch of two: hundreds of positions in one sequence, the last token id (BOS) first.
+    names = (*TOKEN_SETS, ref.long_tokens(LONG))
+    return [Case(name, [ref.tokens[name]], ref.activations(name)["hook_embed"], weights="embed.") for name in names]
 
 
 def pos_embed_cases(ref: Reference) -> list[Case]:
@@ -144,14 +207,19 @@ def pos_embed_cases(ref: Reference) -> list[Case]:
     small_ids = torch.randint(0, ref.n_ctx, (2, 9), generator=ref.generator)
     by_id = {"positions are looked up by token id: index W_pos by position (0, 1, 2, ...)": ref.parameters_of("pos_embed")["W_pos"][small_ids]}
     cases = [Case("small_ids", [small_ids], ref.call("pos_embed", small_ids), weights="pos_embed.", mistakes=by_id)]
-    return cases + [Case(name, [ref.tokens[name]], ref.activations(name)["hook_pos_embed"], weights="pos_embed.") for name in TOKEN_SETS]
+    acts = {name: ref.activations(name)["hook_pos_embed"] for name in TOKEN_SETS}
+    cases += [Case(name, [ref.tokens[name]], out, weights="pos_embed.") for name, out in acts.items()]
+    # The whole context: every row of W_pos, the last one (n_ctx - 1) included.
+    full = torch.randint(0, ref.d_vocab, (1, ref.n_ctx), generator=_generator(ref, 1))
+    return cases + [Case("full_context", [full], ref.call("pos_embed", full), weights="pos_embed.")]
 
 
-def _layernorm_case(ref: Reference, name: str, path: str, x: Tensor, hint: str = "") -> Case:
+def _layernorm_case(ref: Reference, name: str, path: str, x: Tensor, hint: str = "", named_mistakes=True) -> Case:
     out, seen = ref.call_with_hooks(path, x, hooks=("hook_scale", "hook_normalized"))
     weights = ref.parameters_of(path)
     steps = {"std": seen["hook_scale"], "normalized": seen["hook_normalized"], "output": out}
-    return Case(name, [x], out, weights=path + ".", hint=hint, steps=steps, mistakes=layernorm_mistakes(x, weights["w"], weights["b"], ref.layer_norm_eps))
+    mistakes = layernorm_mistakes(x, weights["w"], weights["b"], ref.layer_norm_eps) if named_mistakes else {}
+    return Case(name, [x], out, weights=path + ".", hint=hint, steps=steps, mistakes=mistakes)
 
 
 def layernorm_cases(ref: Reference) -> list[Case]:
@@ -163,35 +231,99 @@ def layernorm_cases(ref: Reference) -> list[Case]:
     # Variance comparable to eps: where eps sits (inside or outside the square root) now shows.
     quiet = 3e-3 * torch.randn(2, 5, ref.d_model, generator=ref.generator) + torch.randn(2, 5, 1, generator=ref.generator)
     hint = "it differs only where the variance is comparable to eps: add eps to the variance inside the square root"
-    return cases + [_layernorm_case(ref, "small_variance", f"blocks.{first}.ln1", quiet, hint)]
+    cases.append(_layernorm_case(ref, "small_variance", f"blocks.{first}.ln1", quiet, hint))
+    # Constant vectors (0 among them): the variance is exactly 0, and only eps keeps the division finite.
+    flat = torch.tensor([[0.0, 1.0, -3.0], [2.0, 0.0, 0.5]])[..., None].expand(2, 3, ref.d_model).contiguous()
+    hint = "it differs only where a vector is constant (variance 0): add eps to the variance inside the square root"
+    cases.append(_layernorm_case(ref, "constant_vectors", f"blocks.{first}.ln1", flat, hint))
+    # Hundreds of positions, the first with a residual norm beyond GPT-2's largest (its BOS position's).
+    long, (norm, _) = ref.long_tokens(LONG), _magnitudes(ref)
+    massive = _massive_first_position(ref.activations(long)[f"blocks.{last}.hook_resid_mid"], norm)
+    path = f"blocks.{last}.ln2"
+    return cases + [_layernorm_case(ref, f"{path}.{long}.massive_bos", path, massive, named_mistakes=False)]
 
 
 def causal_mask_cases(ref: Reference) -> list[Case]:
     import torch
 
-    cases = []
-    for posn in (7, 12):
-        scores = torch.randn(2, ref.n_heads, posn, posn, generator=ref.generator)
-        future = torch.triu(torch.ones(posn, posn, dtype=torch.bool), diagonal=1)
-        cases.append(Case(f"scores_{posn}x{posn}", [scores], scores.masked_fill(future, float("-inf")), weights="blocks.0.attn."))
-    return cases
+    def case(name, scores, hint=""):
+        future = torch.triu(torch.ones(scores.shape[-2:], dtype=torch.bool), diagonal=1)
+        by_value = {ZEROS_MASKED: scores.masked_fill(future | (scores == 0), float("-inf"))} if hint else {}
+        masked = scores.masked_fill(future, float("-inf"))
+        return Case(name, [scores], masked, weights="blocks.0.attn.", hint=hint, mistakes=by_value)
+
+    cases = [case(f"scores_{n}x{n}", torch.randn(2, ref.n_heads, n, n, generator=ref.generator)) for n in (7, 12)]
+    # Integer-valued scores: exact zeros and ties where keys are allowed, which a mask built from the values hides.
+    integers = torch.randint(-2, 3, (2, ref.n_heads, 9, 9), generator=_generator(ref, 2)).float()
+    cases.append(case("integer_scores", integers, ZEROS_MASKED))
+    # Hundreds of positions, batch 1, the largest score beyond GPT-2's largest.
+    scores = torch.randn(1, ref.n_heads, LONG, LONG, generator=_generator(ref, 3))
+    return cases + [case(f"long{LONG}.large", scores * (_magnitudes(ref)[1] / scores.abs().max()))]
+
+
+def _sublayer_input(ref: Reference, tokens: str, layer: int, norm: str, resid_hook: str) -> Tensor:
+    """What the sublayer reads in GPT-2: its LayerNorm applied to the stream there."""
+    return ref.call(f"blocks.{layer}.{norm}", ref.activations(tokens)[f"blocks.{layer}.{resid_hook}"])
+
+
+def _sublayer_case(
+    ref: Reference, name: str, path: str, x: Tensor, step_hooks: dict[str, str], mistakes=None, overrides=None, hint=""
+) -> Case:
+    """One call of attention or the MLP at `path`, its steps, and what the `mistakes` (seen, weights) output."""
+    overrides = overrides or {}
+    out, seen = ref.call_with_hooks(path, x, hooks=tuple(step_hooks.values()), overrides=overrides)
+    steps = {label: seen[hook] for label, hook in step_hooks.items()} | {"output": out}
+    named = mistakes(seen, ref.parameters_of(path) | overrides) if mistakes else {}
+    return Case(name, [x], out, weights=path + ".", overrides=overrides, hint=hint, steps=steps, mistakes=named)
 
 
 def _sublayer_cases(ref: Reference, sublayer: str, norm: str, resid_hook: str, step_hooks: dict[str, str], mistakes) -> list[Case]:
-    """Attention or the MLP of the first and last block, fed its LayerNorm's output on GPT-2's stream."""
+    """Attention or the MLP of the first and last block, fed its LayerNorm's output on GPT-2's stream, then
+    a long sequence (batch 1) in the last block."""
     cases = []
     for layer in _layers(ref):
-        weights = ref.parameters_of(f"blocks.{layer}.{sublayer}")
         for name in TOKEN_SETS:
-            normalized = ref.call(f"blocks.{layer}.{norm}", ref.activations(name)[f"blocks.{layer}.{resid_hook}"])
-            out, seen = ref.call_with_hooks(f"blocks.{layer}.{sublayer}", normalized, hooks=tuple(step_hooks.values()))
-            steps = {label: seen[hook] for label, hook in step_hooks.items()} | {"output": out}
-            cases.append(Case(f"blocks.{layer}.{name}", [normalized], out, weights=f"blocks.{layer}.{sublayer}.", steps=steps, mistakes=mistakes(seen, weights)))
-    return cases
+            x = _sublayer_input(ref, name, layer, norm, resid_hook)
+            path = f"blocks.{layer}.{sublayer}"
+            cases.append(_sublayer_case(ref, f"blocks.{layer}.{name}", path, x, step_hooks, mistakes))
+    last, long = ref.n_layers - 1, ref.long_tokens(LONG)
+    x = _sublayer_input(ref, long, last, norm, resid_hook)
+    return cases + [_sublayer_case(ref, f"blocks.{last}.{long}", f"blocks.{last}.{sublayer}", x, step_hooks)]
 
 
 def attention_cases(ref: Reference) -> list[Case]:
-    return _sublayer_cases(ref, "attn", "ln1", "hook_resid_pre", ATTENTION_STEPS, attention_mistakes)
+    cases = _sublayer_cases(ref, "attn", "ln1", "hook_resid_pre", ATTENTION_STEPS, attention_mistakes)
+    return cases + [_silent_head_case(ref), _large_scores_case(ref)]
+
+
+def _silent_head_case(ref: Reference) -> Case:
+    """Head 0 with W_Q = b_Q = 0: its scores are all exactly 0 (a tie), so it attends uniformly to the past.
+    A mask built from the values hides every one of them and leaves rows with nothing to attend to (NaN)."""
+    import torch
+
+    weights = ref.parameters_of("blocks.0.attn")
+    silent = {name: weights[name].clone().index_fill_(0, torch.tensor([0]), 0.0) for name in ("W_Q", "b_Q")}
+    x = _sublayer_input(ref, "prompt", 0, "ln1", "hook_resid_pre")
+    name, by_value = "blocks.0.silent_head", written_mistake(ZEROS_MASKED)
+    return _sublayer_case(ref, name, "blocks.0.attn", x, ATTENTION_STEPS, by_value, silent, hint=ZEROS_MASKED)
+
+
+def _large_scores_case(ref: Reference) -> Case:
+    """The head with the largest score, its W_Q and b_Q scaled so that score is beyond GPT-2's largest: exp()
+    overflows float32 past 88.7. One head, as in GPT-2, whose largest scores sit far above the others'."""
+    import torch
+
+    last = ref.n_layers - 1
+    path, x = f"blocks.{last}.attn", _sublayer_input(ref, "random", last, "ln1", "hook_resid_pre")
+    scores = ref.call_with_hooks(path, x, hooks=("hook_attn_scores",))[1]["hook_attn_scores"]
+    largest = scores.nan_to_num(neginf=0.0).abs().amax(dim=(0, 2, 3))  # per head
+    head = int(largest.argmax())
+    factor = torch.ones(ref.n_heads).index_fill_(0, torch.tensor([head]), _magnitudes(ref)[1] / float(largest[head]))
+    weights = ref.parameters_of(path)
+    # q, and so every score of that head, is scaled by exactly `factor`.
+    scaled = {"W_Q": factor[:, None, None] * weights["W_Q"], "b_Q": factor[:, None] * weights["b_Q"]}
+    name, by_hand = f"blocks.{last}.large_scores", written_mistake(SOFTMAX_OVERFLOWS)
+    return _sublayer_case(ref, name, path, x, ATTENTION_STEPS, by_hand, scaled, hint=SOFTMAX_OVERFLOWS)
 
 
 def mlp_cases(ref: Reference) -> list[Case]:
@@ -204,25 +336,47 @@ def gelu_cases(ref: Reference) -> list[Case]:
     grid = torch.linspace(-8.0, 8.0, 4001)
     acts = ref.activations("prompt")
     pre = acts["blocks.0.mlp.hook_pre"]
-    return [Case("grid", [grid], ref.gelu_new(grid), mistakes=gelu_mistakes(grid)), Case("blocks.0.prompt", [pre], acts["blocks.0.mlp.hook_post"], mistakes=gelu_mistakes(pre))]
+    cases = [
+        Case("grid", [grid], ref.gelu_new(grid), mistakes=gelu_mistakes(grid)),
+        Case("blocks.0.prompt", [pre], acts["blocks.0.mlp.hook_post"], mistakes=gelu_mistakes(pre)),
+    ]
+    # Exact zeros, and magnitudes far beyond GPT-2's pre-activations: a tanh by hand from exponentials overflows.
+    wide = torch.cat([torch.zeros(3), torch.logspace(0, 4, 41), -torch.logspace(0, 4, 41)])
+    by_exp = {TANH_OVERFLOWS: 0.5 * wide * (1 + _tanh_by_exp(math.sqrt(2 / math.pi) * (wide + 0.044715 * wide**3)))}
+    return cases + [Case("wide", [wide], ref.gelu_new(wide), hint=TANH_OVERFLOWS, mistakes=by_exp)]
+
+
+def _tanh_by_exp(y: Tensor) -> Tensor:
+    """tanh written by hand: (e^2y - 1) / (e^2y + 1), which is inf / inf = NaN once 2y passes 88.7."""
+    e = (2 * y).exp()
+    return (e - 1) / (e + 1)
+
+
+def _block_case(ref: Reference, name: str, layer: int, resid_pre: Tensor, named_mistakes: bool = True) -> Case:
+    def sub(part, x):
+        return ref.call(f"blocks.{layer}.{part}", x)
+
+    steps = {"ln1": sub("ln1", resid_pre)}
+    steps["attn"] = sub("attn", steps["ln1"])
+    steps["resid_mid"] = resid_pre + steps["attn"]
+    steps["ln2"] = sub("ln2", steps["resid_mid"])
+    steps["mlp"] = sub("mlp", steps["ln2"])
+    steps["resid_post"] = steps["resid_mid"] + steps["mlp"]
+    mistakes = block_mistakes(ref, layer, resid_pre) if named_mistakes else {}
+    out = ref.call(f"blocks.{layer}", resid_pre)
+    return Case(name, [resid_pre], out, weights=f"blocks.{layer}.", steps=steps, mistakes=mistakes)
 
 
 def block_cases(ref: Reference) -> list[Case]:
-    cases = []
-    for layer in _layers(ref):
-        for name in TOKEN_SETS:
-            acts = ref.activations(name)
-            resid_pre, resid_mid = acts[f"blocks.{layer}.hook_resid_pre"], acts[f"blocks.{layer}.hook_resid_mid"]
-            steps = {
-                "ln1": ref.call(f"blocks.{layer}.ln1", resid_pre),
-                "attn": acts[f"blocks.{layer}.hook_attn_out"],
-                "resid_mid": resid_mid,
-                "ln2": ref.call(f"blocks.{layer}.ln2", resid_mid),
-                "mlp": acts[f"blocks.{layer}.hook_mlp_out"],
-                "resid_post": acts[f"blocks.{layer}.hook_resid_post"],
-            }
-            cases.append(Case(f"blocks.{layer}.{name}", [resid_pre], steps["resid_post"], weights=f"blocks.{layer}.", steps=steps, mistakes=block_mistakes(ref, layer, resid_pre)))
-    return cases
+    def resid_pre(name, layer):
+        return ref.activations(name)[f"blocks.{layer}.hook_resid_pre"]
+
+    sites = [(layer, name) for layer in _layers(ref) for name in TOKEN_SETS]
+    cases = [_block_case(ref, f"blocks.{layer}.{name}", layer, resid_pre(name, layer)) for layer, name in sites]
+    # Hundreds of positions, batch 1, the first with a residual norm beyond GPT-2's largest (its BOS position's).
+    last, long, (norm, _) = ref.n_layers - 1, ref.long_tokens(LONG), _magnitudes(ref)
+    massive = _massive_first_position(resid_pre(long, last), norm)
+    return cases + [_block_case(ref, f"blocks.{last}.{long}.massive_bos", last, massive, named_mistakes=False)]
 
 
 def unembed_cases(ref: Reference) -> list[Case]:
