@@ -6,6 +6,20 @@ import pytest
 
 from conftest import by_id, write_variant
 
+MASK_CHECKS = ["attention.causal_mask", "attention"]
+MASK_FILL = "attn_scores.masked_fill(future, self.IGNORE)"
+MASK_BODY = "future = torch.triu(all_ones, diagonal=1)\n        return " + MASK_FILL
+MASK_BY_INDEX = """keys = torch.arange(key_pos, device=attn_scores.device)
+        queries = torch.arange(query_pos, device=attn_scores.device)
+        return attn_scores.masked_fill(keys[None, :] > queries[:, None], self.IGNORE)"""
+MASK_BY_WHERE = "torch.where(future, self.IGNORE, attn_scores)"
+SOFTMAX = "attn_pattern = attn_scores_masked.softmax(dim=-1)"
+SHIFTED = """exps = (attn_scores_masked - attn_scores_masked.amax(dim=-1, keepdim=True)).exp()
+        attn_pattern = exps / exps.sum(dim=-1, keepdim=True)"""
+DIVIDE = """residual_std = (residual_var + self.cfg.layer_norm_eps).sqrt()
+        normalized = (residual - residual_mean) / residual_std"""
+RSQRT = """centred = residual - residual_mean
+        normalized = centred * torch.rsqrt(centred.pow(2).mean(dim=-1, keepdim=True) + self.cfg.layer_norm_eps)"""
 ATTENTION_BODY_START = "        q = einops.einsum("
 ATTENTION_MATMUL = '''        x = normalized_resid_pre.unsqueeze(1)  # (batch, 1, posn, d_model)
         q = x @ self.W_Q + self.b_Q.unsqueeze(1)  # (batch, n_heads, posn, d_head)
@@ -43,6 +57,10 @@ ALTERNATIVES = {
         ["attention.causal_mask", "attention"],
         {"attention.py": [("return attn_scores.masked_fill(future, self.IGNORE)", "attn_scores.masked_fill_(future, self.IGNORE)\n        return attn_scores")]},
     ),
+    "a mask from position indices": (MASK_CHECKS, {"attention.py": [(MASK_BODY, MASK_BY_INDEX)]}),
+    "torch.where with a positional mask": (MASK_CHECKS, {"attention.py": [(MASK_FILL, MASK_BY_WHERE)]}),
+    "a softmax by hand with the max subtracted": (["attention", "block"], {"attention.py": [(SOFTMAX, SHIFTED)]}),
+    "LayerNorm by rsqrt of the mean square": (["layernorm", "block"], {"normalization.py": [(DIVIDE, RSQRT)]}),
     "torch's tanh GELU": (
         ["gelu_new", "mlp"],
         {"mlp.py": [("inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))\n    return 0.5 * x * (1.0 + torch.tanh(inner))", 'return torch.nn.functional.gelu(x, approximate="tanh")')]},

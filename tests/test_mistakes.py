@@ -10,6 +10,17 @@ SCALED = "attn_scores / self.cfg.d_head**0.5"
 GELU_BODY = "inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))\n    return 0.5 * x * (1.0 + torch.tanh(inner))"
 BLOCK_BODY = "resid_mid = resid_pre + self.attn(self.ln1(resid_pre))\n        resid_post = resid_mid + self.mlp(self.ln2(resid_mid))"
 DIFFERS = "differs from GPT-2"
+EPS_INSIDE = "(residual_var + self.cfg.layer_norm_eps).sqrt()"
+MASK = "return attn_scores.masked_fill(future, self.IGNORE)"
+# Masks built from the values, as learners have published them: they also hide allowed scores that are exactly 0.
+VALUE_MASK = "return torch.where(torch.triu(attn_scores, 1) != attn_scores, attn_scores, self.IGNORE)"
+VALUE_MASKED = {"attention.py": [(MASK, VALUE_MASK)]}
+TRIL_MASK = "return attn_scores.masked_fill(attn_scores.tril() == 0, self.IGNORE)"
+ON_INTEGERS, ZEROS = "differs from GPT-2 on integer_scores", "allowed scores equal to 0 were masked"
+ON_LARGE, OVERFLOWS = "differs from GPT-2 on blocks.11.large_scores", "the softmax overflows on large scores"
+SOFTMAX = "attn_pattern = attn_scores_masked.softmax(dim=-1)"
+EXP_OVER_SUM = "exps = attn_scores_masked.exp()\n        attn_pattern = exps / exps.sum(dim=-1, keepdim=True)"
+TANH_BY_EXP = "(torch.exp(2 * inner) - 1) / (torch.exp(2 * inner) + 1)"
 
 # name: (check, edits, fragment of the message, fragment of the hint or None when no hint is expected)
 MISTAKES = {
@@ -68,6 +79,12 @@ MISTAKES = {
     "ln_final left out": ("transformer", {"transformer.py": [("self.unembed(self.ln_final(residual))", "self.unembed(residual)")]}, DIFFERS, "ln_final"),
     "positional embeddings left out": ("transformer", {"transformer.py": [("self.embed(tokens) + self.pos_embed(tokens)", "self.embed(tokens)")]}, DIFFERS, "positional embedding"),
     "a single block instead of the stack": ("transformer", {"transformer.py": [("        for block in self.blocks:\n            residual = block(residual)", "        residual = self.blocks[0](residual)")]}, DIFFERS, "only one block"),
+    "LayerNorm without eps": ("layernorm", {"normalization.py": [(EPS_INSIDE, "residual_var.sqrt()")]}, DIFFERS, "eps is not"),
+    "a mask built from the values (mask check)": ("attention.causal_mask", VALUE_MASKED, ON_INTEGERS, ZEROS),
+    "a mask built from the values": ("attention", VALUE_MASKED, "non-finite", ZEROS),
+    "a mask of the nonzero lower triangle": ("attention.causal_mask", {"attention.py": [(MASK, TRIL_MASK)]}, ON_INTEGERS, ZEROS),
+    "a softmax by hand without the max": ("attention", {"attention.py": [(SOFTMAX, EXP_OVER_SUM)]}, ON_LARGE, OVERFLOWS),
+    "a tanh by hand in gelu_new": ("gelu_new", {"mlp.py": [("torch.tanh(inner)", TANH_BY_EXP)]}, "on wide", "tanh overflows"),
     "a block that modifies its input in place": (
         "block",
         {"block.py": [(BLOCK_BODY + "\n        return resid_post", "resid_pre += self.attn(self.ln1(resid_pre))\n        resid_pre += self.mlp(self.ln2(resid_pre))\n        return resid_pre")]},
