@@ -36,6 +36,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})")
     p.add_argument("--memory-limit", type=float, default=DEFAULT_MEMORY_LIMIT_GB, metavar="GB", help=f"memory a check may allocate before it is stopped (default: {DEFAULT_MEMORY_LIMIT_GB:g}; 0: no limit)")
     p.add_argument("--trace", action="store_true", help="print every tensor your code names, with its shape and GPT-2's")
+    confinement = p.add_mutually_exclusive_group()
+    confinement.add_argument("--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (Gradescope, batch grading)")
+    confinement.add_argument("--no-sandbox", action="store_true", help="run checks unconfined (for debugging the grader; reports say so)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0); the report prints it")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
     return p
@@ -63,13 +66,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def grade(checks, package: Path, args) -> int:
+    import importlib
+
     from rich.console import Console
 
-    from .pipeline import grade_package
-    from .refcache import ReferenceUnavailable
+    from . import sandbox
+    from .pipeline import ReferenceTampered, grade_package
+    from .refcache import ReferenceUnavailable, discard
     from .render import github, text
     from .runner import Limits
 
+    confinement = sandbox.status()
+    if args.require_sandbox and not confinement.on:
+        print(f"grade: --require-sandbox, and there is none: {confinement.describe()}", file=sys.stderr)
+        return 2
+    # Everything the grader needs after the learner's code has run is imported before it runs.
+    renderers = {module: importlib.import_module(f"grader.render.{module}") for _, module, _ in REPORT_FILES}
+    sandbox.become_subreaper()  # a learner process that outlives its worker still ends with the grading
     on_actions = args.github and github.under_actions(os.environ)
     if args.github and not on_actions:
         print("grade: --github does nothing outside GitHub Actions (GITHUB_ACTIONS is not 'true')", file=sys.stderr)
@@ -82,10 +95,21 @@ def grade(checks, package: Path, args) -> int:
     except ReferenceUnavailable as error:
         print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
         return 2
-    with errors.status(f"running {len(checks)} checks on {package}"):
-        report = grade_package(package, checks, reference, Limits(timeout=args.timeout, memory_gb=args.memory_limit, trace=args.trace))
+    limits = Limits(timeout=args.timeout, memory_gb=args.memory_limit, trace=args.trace, sandbox=not args.no_sandbox)
+    try:
+        with errors.status(f"running {len(checks)} checks on {package}"):
+            report = grade_package(package, checks, reference, limits)
+    except ReferenceTampered as error:  # never judged from: rebuilt, and everything graded again
+        print(f"grade: the reference cache did not verify ({error}); rebuilding it", file=sys.stderr)
+        discard(reference)
+        try:
+            report = grade_package(package, checks, prepare_reference(args, errors), limits)
+        except (ReferenceTampered, ReferenceUnavailable) as again:
+            print(f"grade: no trustworthy reference: {again}", file=sys.stderr)
+            return 2
+    sandbox.end_descendants()  # nothing the learner's code started may touch what is written next
     text.print_report(report, console)
-    write_report_files(report, args)
+    write_report_files(report, args, renderers)
     if commands_token:
         for problem in github.publish(report, os.environ, sys.stdout, commands_token):
             print(f"grade: {problem}", file=sys.stderr)
@@ -110,16 +134,13 @@ def prepare_reference(args, errors):
         return ensure_reference(args.reference, progress, seed=args.seed)
 
 
-def write_report_files(report, args) -> None:
+def write_report_files(report, args, renderers: dict) -> None:
     """Every requested report file; one that cannot be written costs one line, not the others."""
-    import importlib
-
     for option, module, _ in REPORT_FILES:
         path = getattr(args, option.lstrip("-").replace("-", "_"))
         if path is None:
             continue
-        renderer = importlib.import_module(f"grader.render.{module}")
         try:
-            path.write_text(renderer.render(report) + "\n")
+            path.write_text(renderers[module].render(report) + "\n")
         except OSError as error:
             print(f"grade: could not write {path}: {error.strerror or error}", file=sys.stderr)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import wire
+
 LOGIT_LENS = "interp.logit_lens"
 MAX_FEATURES = 1024  # columns of a difference heatmap; wider outputs (logits) show their first ones
 
@@ -47,7 +49,7 @@ def logit_lens_tops(evidence) -> dict:
     def tops(lens: np.ndarray) -> list[list[str]]:
         return [token_strings(layer) for layer in lens[:, 0].argmax(-1)]
 
-    output = evidence.outcome.outputs.get(f"{case}/out")
+    output = evidence.outcome.outputs.get(wire.output_key(case))
     expected = evidence.expected[case]
     yours = tops(output) if output is not None and output.shape == expected.shape else None
     return {"logit_lens": {"tokens": token_strings(evidence.prompt_tokens), "gpt2": tops(expected), "yours": yours}}

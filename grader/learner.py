@@ -1,13 +1,15 @@
-"""The child side: runs the learner's code and sends back nothing but tensors and facts.
+"""The learner's process: runs the learner's code and sends back nothing but tensors and facts.
 
-Started by `runner.Worker` as `python -m grader.learner WEIGHTS INPUTS FD MEMORY`. It reads one
-JSON request per line on stdin (which package, which check), writes each case's output to a safetensors file, and answers with
-one JSON line on file descriptor FD. It imports the learner's package under a private name, never
-the reference, and every comparison happens in the parent on the tensors it writes.
+Started by `runner.Worker` as `python -m grader.learner FD`. It reads one `wire.Request` per line
+on stdin and, once the check's process has ended, answers with one `wire.WorkerAnswer` line on
+file descriptor FD. The check's process writes its reply and its outputs into the check's scratch
+directory, where the grader reads and validates them: it imports the learner's package under a
+private name, never the reference, and every comparison happens in the grader.
 
-On Linux this process is a fork server: it imports torch once, then runs each check in a forked
-copy of itself, so a check starts in a fresh process (nothing one check patches or breaks reaches
-the next) without paying for the import again. Elsewhere checks run in this process in turn.
+On Linux this process is a fork server that never runs learner code itself: it imports torch
+once, then runs each check in a forked copy of itself, confined by `grader.sandbox`, within a
+deadline and a memory limit for the check's processes as a whole, and kills whatever the check
+started once it ends. Elsewhere checks run in this process in turn, unconfined.
 """
 
 from __future__ import annotations
@@ -20,8 +22,13 @@ import importlib.util
 import json
 import os
 import sys
+import time
 import traceback
+from dataclasses import asdict
 from pathlib import Path
+
+from . import sandbox, wire
+from .wire import CaseSpec, Capture, Request
 
 PACKAGE_NAME = "learner_package"
 FORBIDDEN_IMPORTS = ("transformer_lens", "transformers", "solutions")
@@ -145,32 +152,35 @@ class CaseContext:
 
     def __init__(self, package: LearnerPackage, target: dict, weights, inputs, reply: dict):
         self.package, self.target, self.weights, self.inputs, self.reply = package, target, weights, inputs, reply
-        self.case: dict = {}
-        self.key = ""
+        self.case = CaseSpec("", 0, None, [])
         self.captured: list = []  # the recorded tensors of this case, when they are kept
         self._built: dict = {}
 
-    def start(self, check_id: str, case: dict) -> None:
-        self.case, self.key, self.captured = case, f"{check_id}/{case['name']}", []
+    def start(self, case: CaseSpec) -> None:
+        self.case, self.captured = case, []
 
     @property
     def args(self) -> list:
-        return [self.inputs.get_tensor(f"{self.key}/arg{i}") for i in range(self.case["args"])]
+        return [self.inputs.get_tensor(wire.arg_key(self.case.name, i)) for i in range(self.case.args)]
 
     def tensor(self, name: str):
-        """An extra input tensor of this case, stored under `<check>/<case>/<name>`."""
-        return self.inputs.get_tensor(f"{self.key}/{name}")
+        """An extra input tensor of this case (a `Case.extra` of the check)."""
+        return self.inputs.get_tensor(wire.extra_key(self.case.name, name))
 
     def module(self, cls):
         """`cls(Config())` of the learner's package, loaded with this case's reference weights."""
-        prefix = self.case["weights"] or ""
-        memo = (cls, prefix, tuple(self.case["overrides"]))
+        prefix = self.case.weights or ""
+        memo = (cls, prefix, tuple(self.case.overrides))
         if memo not in self._built:
             self._built = {}  # one at a time: the whole model is large
             with SkipRandomFills() if self.target.get("fast_init", True) else contextlib.nullcontext():
                 module = cls(self.package.config())
             names = [k[len(prefix) :] for k in self.weights.keys() if k.startswith(prefix)]
-            sources = {name: (self.inputs, f"{self.key}/override/{name}") if name in self.case["overrides"] else (self.weights, prefix + name) for name in names}
+            overrides = self.case.overrides
+            sources = {
+                name: (self.inputs, wire.override_key(self.case.name, name)) if name in overrides else (self.weights, prefix + name)
+                for name in names
+            }
             self.reply["weights"] = load_weights(module, sources)
             self.reply["param_counts"] = param_counts(module)
             self._built[memo] = module
@@ -204,14 +214,14 @@ class SkipRandomFills:
         return self.mode.__exit__(*exc)
 
 
-def source_place(function) -> dict:
+def source_place(function) -> dict | None:
     """Where the learner defined `function`: the place a failing check points to."""
     import inspect
 
     try:
         return {"file": Path(inspect.getsourcefile(function)).name, "line": inspect.getsourcelines(function)[1]}
     except (TypeError, OSError):
-        return {}
+        return None
 
 
 def target_function(ctx: CaseContext):
@@ -223,21 +233,30 @@ def target_function(ctx: CaseContext):
     return function
 
 
-def call_target(ctx: CaseContext, args: list, capture: dict | None = None):
+def call_target(ctx: CaseContext, args: list, capture: Capture | None = None):
     """The default driver: call the target, recording its intermediates when asked to."""
     function = target_function(ctx)
     if not capture:
         return function(*args)
     root = getattr(function, "__self__", None)
-    recorder = Recorder(ctx.package.path, capture["modes"], capture["keep"], root, (ctx.case["weights"] or "").rstrip("."), ctx.target["name"])
+    root_tag = (ctx.case.weights or "").rstrip(".")
+    recorder = Recorder(ctx.package.path, capture.modes, capture.keep, root, root_tag, ctx.target["name"])
     with recorder:
         try:
             return function(*args)
         finally:
-            ctx.reply.setdefault("captures", {})[ctx.case["name"]] = recorder.records
+            ctx.reply.setdefault("captures", {})[ctx.case.name] = recorder.records
             ctx.captured = recorder.kept
             if root is not None and "parameters" not in ctx.reply:  # the first case's, like its trace
-                ctx.reply["parameters"] = [{"tag": recorder.tag_of_path(name.rpartition(".")[0]), "name": name.rpartition(".")[2], "shape": list(p.shape)} for name, p in root.named_parameters()]
+                ctx.reply["parameters"] = parameter_shapes(root, recorder)
+
+
+def parameter_shapes(root, recorder: Recorder) -> list[dict]:
+    shapes = []
+    for name, parameter in root.named_parameters():
+        path, _, own = name.rpartition(".")
+        shapes.append({"tag": recorder.tag_of_path(path), "name": own, "shape": list(parameter.shape)})
+    return shapes
 
 
 def driver_for(target: dict):
@@ -316,41 +335,52 @@ class Recorder:
         return frame.f_code.co_name
 
 
-def run_request(package: LearnerPackage, request: dict, weights, inputs) -> dict:
+def run_request(package: LearnerPackage, request: Request, weights, inputs) -> dict:
+    """Every case of the request, in order, until one cannot be completed; the outputs written to scratch."""
     import torch
     from safetensors.torch import save_file
 
     reply: dict = {"outputs": [], "param_counts": {}}
-    ctx = CaseContext(package, request["target"], weights, inputs, reply)
-    drive = driver_for(request["target"])
-    if drive is call_target and request.get("capture"):
-        drive = functools.partial(call_target, capture=request["capture"])
+    target = asdict(request.target)
+    ctx = CaseContext(package, target, weights, inputs, reply)
+    drive = driver_for(target)
+    if drive is call_target and request.capture:
+        drive = functools.partial(call_target, capture=request.capture)
     outputs = {}
     try:
-        for case in request["cases"]:
-            ctx.start(request["check"], case)
+        for case in request.cases:
+            ctx.start(case)
             args = ctx.args
             torch.manual_seed(0)  # anything random in the learner's code repeats from run to run
             with torch.no_grad():
                 result = drive(ctx, args)
             problem = output_problem(result, args)
             if problem:
-                reply["bad_output"] = {"case": case["name"], "problem": problem}
+                reply["bad_output"] = {"case": case.name, "problem": problem}
                 break
-            outputs[f"{case['name']}/out"] = result.detach().clone().contiguous()
-            outputs.update({f"{case['name']}/capture/{i}": value.clone().contiguous() for i, value in enumerate(ctx.captured)})
-            if request["watch_inputs"]:
+            outputs[wire.output_key(case.name)] = result.detach().clone().contiguous()
+            for i, value in enumerate(ctx.captured):
+                outputs[wire.capture_key(case.name, i)] = readable(value)
+            if request.watch_inputs:
                 for i, arg in enumerate(args):
-                    outputs[f"{case['name']}/arg{i}_after"] = arg.detach().clone().contiguous()
-            reply["outputs"].append(case["name"])
+                    outputs[wire.arg_after_key(case.name, i)] = arg.detach().clone().contiguous()
+            reply["outputs"].append(case.name)
     except WeightsMismatch as mismatch:
         reply.update(status="weights", weights=mismatch.facts)
     except BaseException as error:  # learner code may raise SystemExit or KeyboardInterrupt too
         reply.update(failure_reply(error, package.path))
     if outputs:
-        save_file(outputs, request["out"])
+        save_file(outputs, str(Path(request.scratch) / wire.OUTPUTS_FILE))
     reply.setdefault("status", "ran")
     return reply
+
+
+def readable(value):
+    """A recorded tensor in a dtype the grader's NumPy can read (a bfloat16 local becomes float32)."""
+    import torch
+
+    value = value.detach().clone().contiguous()
+    return value.float() if value.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2) else value
 
 
 def output_problem(result, args: list) -> str | None:
@@ -362,73 +392,126 @@ def output_problem(result, args: list) -> str | None:
     device = next((arg.device for arg in args if isinstance(arg, torch.Tensor)), torch.device("cpu"))
     if result.device != device:
         return f"returned a tensor on {result.device}, expected {device} (the input's device)"
+    if result.dtype == torch.bfloat16 or result.dtype.itemsize == 1 and result.dtype.is_floating_point:
+        return f"returned {result.dtype}: compute in float32, as GPT-2 does"
     return None
 
 
 def failure_reply(error: BaseException, package: Path) -> dict:
     where = learner_frame(error, package)
     if isinstance(error, Forbidden):
-        return {"status": "forbidden", "error": str(error), "where": where}
+        return {"status": "forbidden", "error": str(error), "where": where or None}
+    if isinstance(error, PermissionError) and error.filename:
+        message = f"exercises may not read or write {error.filename}: the sandbox allows only your package and Python"
+        return {"status": "forbidden", "error": message, "where": where or None}
     if isinstance(error, NotImplementedError):
-        return {"status": "todo", "where": where}
-    return {"status": "error", "error": one_line(error), "where": where}
+        return {"status": "todo", "where": where or None}
+    return {"status": "error", "error": one_line(error), "where": where or None}
 
 
-def handle(request: dict, weights_path: str, inputs_path: str) -> dict:
-    """One check, start to finish, in the current process."""
+def run_check(request: Request, confine: bool) -> None:
+    """One check in this process, start to finish: its reply and outputs land in its scratch directory."""
     from safetensors import safe_open
 
-    package_path = Path(request["package"])
-    solutions = Path(__file__).resolve().parent.parent / "solutions"
-    install_guards([] if package_path.resolve() == solutions else [solutions])
+    package_path = Path(request.package).resolve()
+    scratch = Path(request.scratch)
     try:
-        package = LearnerPackage(package_path)
-        with safe_open(weights_path, "pt") as weights, safe_open(inputs_path, "pt") as inputs:
-            return run_request(package, request, weights, inputs)
+        # Opened before confinement: the check reads the reference only through these two handles.
+        with safe_open(request.weights, "pt") as weights, safe_open(request.inputs, "pt") as inputs:
+            if confine:
+                sandbox.confine(sandbox.policy_for(package_path, scratch))
+            solutions = Path(__file__).resolve().parent.parent / "solutions"
+            install_guards([] if package_path == solutions else [solutions])
+            package = LearnerPackage(package_path)
+            reply = run_request(package, request, weights, inputs)
     except BaseException as error:
-        return failure_reply(error, package_path.resolve())
+        reply = failure_reply(error, package_path)
+    (scratch / wire.REPLY_FILE).write_text(json.dumps(reply))
 
 
-def limit_memory(extra_bytes: int) -> None:
-    """Cap this process's address space at what it uses now plus `extra_bytes` (0: no cap)."""
+def limit_memory(extra_bytes: int) -> int:
+    """Cap this process's address space at what it uses now plus `extra_bytes` (0: no cap); the cap."""
     if not extra_bytes:
-        return
+        return 0
     import resource
 
     with open("/proc/self/status") as status:
         in_use = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
     resource.setrlimit(resource.RLIMIT_AS, (in_use + extra_bytes, in_use + extra_bytes))
+    return in_use + extra_bytes
 
 
-def run_forked(job, timeout: float, memory_limit: int) -> dict:
-    """`job()` in a forked child with a deadline; a crash or a hang becomes a reply too."""
-    import select
-    import signal
+def use_scratch_for_temporary_files(scratch: Path) -> None:
+    """The one writable place of a confined check: temporary files and torch's compile caches go there."""
+    import tempfile
 
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: run, answer, and leave without running any cleanup of the parent's
-        os.close(read_fd)
-        try:
-            limit_memory(memory_limit)
-            reply = job()
-        except BaseException as error:
-            reply = {"status": "error", "error": one_line(error)}
-        with os.fdopen(write_fd, "w") as pipe:
-            pipe.write(json.dumps(reply))
-        os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as pipe:
-        if not select.select([pipe], [], [], timeout)[0]:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return {"status": "timeout", "error": f"no answer within {timeout:g} s (an infinite loop?)"}
-        answer = pipe.read()
-    _, status = os.waitpid(pid, 0)
+    for variable in ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        os.environ[variable] = str(scratch)
+    tempfile.tempdir = str(scratch)
+
+
+def check_process(request: Request, answer_fd: int) -> None:
+    """The forked child: its own output file, the memory cap, the sandbox, the check; never returns."""
     try:
-        return json.loads(answer)
-    except ValueError:
-        return {"status": "crashed", "error": exit_reason(status)}
+        os.close(answer_fd)  # the fork server's own channel to the grader
+        printed = os.open(Path(request.scratch) / wire.PRINTED_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(printed, 1)
+        os.dup2(printed, 2)
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+        limit_memory(request.memory_bytes)
+        use_scratch_for_temporary_files(Path(request.scratch))
+        run_check(request, confine=request.sandbox)
+    finally:
+        os._exit(0)
+
+
+def supervise(pid: int, request: Request) -> wire.WorkerAnswer:
+    """Wait for the check's process to end, within its time and memory; then end all it started."""
+    import select
+
+    deadline = time.monotonic() + request.timeout
+    pidfd = os.pidfd_open(pid)
+    baseline = anonymous_memory(os.getpid())
+    answer = None
+    try:
+        while answer is None:
+            if select.select([pidfd], [], [], 0.1)[0]:
+                _, status = os.waitpid(pid, 0)
+                answer = wire.WorkerAnswer("answered") if status == 0 else wire.WorkerAnswer("crashed", exit_reason(status))
+            elif time.monotonic() > deadline:
+                answer = wire.WorkerAnswer("timeout", f"no answer within {request.timeout:g} s (an infinite loop?)")
+            elif request.memory_bytes and tree_memory(pid, baseline) > baseline + request.memory_bytes:
+                answer = wire.WorkerAnswer("memory", f"the check's processes used more than {request.memory_bytes / 2**30:g} GB")
+    finally:
+        os.close(pidfd)
+        sandbox.end_descendants()
+    return answer
+
+
+def anonymous_memory(pid: int) -> int:
+    import psutil
+
+    info = psutil.Process(pid).memory_info()
+    return info.rss - info.shared
+
+
+def tree_memory(pid: int, baseline: int) -> int:
+    """The memory of a check's process and its descendants: pages a fork shares with the fork server
+    (about `baseline` in each) are counted once."""
+    import psutil
+
+    try:
+        tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = baseline
+    for process in tree:
+        with contextlib.suppress(psutil.Error):
+            info = process.memory_info()
+            total += max(0, info.rss - info.shared - baseline)
+    return total
 
 
 def exit_reason(status: int) -> str:
@@ -440,8 +523,20 @@ def exit_reason(status: int) -> str:
     return f"the check's process exited with code {os.WEXITSTATUS(status)} before answering (sys.exit or os._exit?)"
 
 
+def run_one(request: Request, answer_fd: int) -> wire.WorkerAnswer:
+    if not FORKS:  # the check runs here; the grader restarts this process for the next package
+        run_check(request, confine=False)
+        sandbox.end_descendants()
+        return wire.WorkerAnswer("answered")
+    pid = os.fork()
+    if pid == 0:
+        check_process(request, answer_fd)
+    return supervise(pid, request)
+
+
 def preload() -> None:
     """Import what nearly every exercise imports, once, before any fork."""
+    import psutil  # noqa: F401
     import torch  # noqa: F401
 
     for name in ("einops", "jaxtyping", "safetensors.torch"):
@@ -449,18 +544,18 @@ def preload() -> None:
             importlib.import_module(name)
 
 
-def serve(weights_path: str, inputs_path: str, reply_fd: int, memory_limit: int) -> None:
-    replies = os.fdopen(reply_fd, "w")
+def serve(answer_fd: int) -> None:
+    answers = os.fdopen(answer_fd, "w")
     if sys.path and Path(sys.path[0] or ".").resolve() == Path.cwd():
         sys.path.pop(0)  # `python -m` put the grader's working directory first; the learner gets none of it
+    sys.dont_write_bytecode = True  # the learner's files are read, never written beside
+    sandbox.become_subreaper()
     preload()
     for line in sys.stdin:
-        request = json.loads(line)
-        job = functools.partial(handle, request, weights_path, inputs_path)
-        reply = run_forked(job, request["timeout"], memory_limit) if FORKS else job()
-        replies.write(json.dumps(reply) + "\n")
-        replies.flush()
+        answer = run_one(wire.parse_request(line), answer_fd)
+        answers.write(json.dumps(asdict(answer)) + "\n")
+        answers.flush()
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    serve(int(sys.argv[1]))

@@ -5,15 +5,45 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import sandbox
 from .checks import Check
-from .refcache import ReferenceData
+from .refcache import ReferenceData, Seal
 from .results import Report
-from .runner import LearnerProcesses, Limits, run_checks
+from .runner import LearnerProcesses, Limits
 from .verdict import judge
 
 
-def grade_package(package: Path, checks: Sequence[Check], reference: ReferenceData, limits: Limits = Limits(), processes: LearnerProcesses | None = None) -> Report:
-    """Grade one package; pass `processes` to share the learner's worker across many packages."""
-    outcomes = processes.run(package, list(checks)) if processes else run_checks(package, list(checks), reference, limits)
+class ReferenceTampered(RuntimeError):
+    """The reference cache entry did not verify after the learner's code ran: no verdict from it."""
+
+
+def sandbox_line(limits: Limits) -> str:
+    status = sandbox.status()
+    if status.on and not limits.sandbox:
+        return "sandbox: off (--no-sandbox)"
+    return status.describe()
+
+
+def grade_package(
+    package: Path,
+    checks: Sequence[Check],
+    reference: ReferenceData,
+    limits: Limits = Limits(),
+    processes: LearnerProcesses | None = None,
+) -> Report:
+    """Grade one package; pass `processes` to share the learner's worker across many packages.
+
+    The reference entry is sealed before any learner code runs and verified before judging.
+    """
+    seal = Seal(reference)
+    if processes is None:
+        with LearnerProcesses(reference, limits) as own:
+            outcomes = own.run(package, list(checks))
+    else:
+        limits, outcomes = processes.limits, processes.run(package, list(checks))
+    problem = seal.broken()
+    if problem:
+        raise ReferenceTampered(problem)
     results = [judge(check, outcomes[check.id], reference) for check in checks]
-    return Report(reference.kind, str(package), results, reference.fallback_reason, reference.meta.get("seed", 0))
+    seed = reference.meta.get("seed", 0)
+    return Report(reference.kind, str(package), results, reference.fallback_reason, seed, sandbox_line(limits))

@@ -16,15 +16,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
+from pydantic import TypeAdapter
+
+from . import __version__, wire
 from .paths import cache_root
 
 GRADER_DIR = Path(__file__).resolve().parent
-ENTRY_FILES = ("weights.safetensors", "inputs.safetensors", "expected.safetensors", "meta.json")
+ENTRY_FILES = ("weights.safetensors", "expected.safetensors", "meta.json")  # and inputs/<check>.safetensors
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -40,37 +43,42 @@ class ReferenceData:
     meta: dict
     fallback_reason: str | None = None
     owner: object = None  # keeps a temporary cache directory alive as long as this entry
+    verified: dict = field(default_factory=dict, compare=False)  # path -> the stat of its file when its digest matched
 
     @property
     def weights_path(self) -> Path:
         return self.directory / "weights.safetensors"
 
-    @property
-    def inputs_path(self) -> Path:
-        return self.directory / "inputs.safetensors"
+    def inputs_path(self, check_id: str) -> Path:
+        return self.directory / "inputs" / f"{check_id}.safetensors"
 
-    def cases(self, check_id: str) -> list[dict]:
-        return self.meta["cases"][check_id]
-
-    def tensors(self, filename: str, check_id: str) -> dict:
-        """The tensors of one check from one file, keyed without the check's prefix."""
-        from safetensors import safe_open
-
-        prefix = check_id + "/"
-        with safe_open(str(self.directory / filename), "np") as handle:
-            return {key[len(prefix) :]: handle.get_tensor(key) for key in handle.keys() if key.startswith(prefix)}
+    def cases(self, check_id: str) -> list[wire.CaseSpec]:
+        return CASES.validate_python(self.meta["cases"][check_id])
 
     def expected(self, check_id: str) -> dict:
-        return self.tensors("expected.safetensors", check_id)
+        """The expected tensors of one check, keyed without the check's id."""
+        from safetensors import safe_open
+
+        prefix = wire.expected_key(check_id, "")
+        with safe_open(str(self.directory / "expected.safetensors"), "np") as handle:
+            return {key[len(prefix) :]: handle.get_tensor(key) for key in handle.keys() if key.startswith(prefix)}
 
     def inputs(self, check_id: str) -> dict:
-        return self.tensors("inputs.safetensors", check_id)
+        from safetensors.numpy import load_file
+
+        return load_file(str(self.inputs_path(check_id)))
+
+    def with_fallback(self, reason: str | None, owner: object = None) -> ReferenceData:
+        return ReferenceData(self.kind, self.directory, self.meta, reason, owner or self.owner, self.verified)
+
+
+CASES = TypeAdapter(list[wire.CaseSpec])
 
 
 def code_fingerprint() -> str:
     """Hash of the grader version and of every source file that decides what the entry holds."""
     digest = hashlib.sha256(__version__.encode())
-    for path in sorted([GRADER_DIR / "reference.py", *(GRADER_DIR / "checks").glob("*.py")]):
+    for path in sorted([GRADER_DIR / "reference.py", GRADER_DIR / "wire.py", *(GRADER_DIR / "checks").glob("*.py")]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -79,8 +87,23 @@ def entry_dir(root: Path, kind: str, seed: int) -> Path:
     return root / f"{kind}-seed{seed}-{code_fingerprint()}"
 
 
+def digested_files(directory: Path) -> list[Path]:
+    """Every file of an entry but meta.json, which holds their digests."""
+    return [directory / "weights.safetensors", directory / "expected.safetensors", *sorted((directory / "inputs").glob("*.safetensors"))]
+
+
+def file_digest(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def file_digests(directory: Path) -> dict[str, str]:
+    return {str(path.relative_to(directory)): file_digest(path) for path in digested_files(directory)}
+
+
 def read_entry(directory: Path, kind: str) -> ReferenceData:
-    """A validated entry; raises ValueError naming what is wrong with a damaged one."""
+    """A structurally sound entry; raises ValueError naming what is wrong with a damaged one.
+    Its contents are verified against their digests by `Seal`, beside the grading."""
     from safetensors import safe_open
 
     missing = [name for name in ENTRY_FILES if not (directory / name).is_file()]
@@ -88,14 +111,67 @@ def read_entry(directory: Path, kind: str) -> ReferenceData:
         raise ValueError(f"missing {', '.join(missing)}")
     try:
         meta = json.loads((directory / "meta.json").read_text())
-        for name in ENTRY_FILES[:3]:
-            with safe_open(str(directory / name), "np") as handle:
+        data = ReferenceData(kind, directory, meta)
+        for check_id in meta["cases"]:
+            data.cases(check_id)
+        for path in digested_files(directory):
+            with safe_open(str(path), "np") as handle:
                 handle.keys()
+        if set(meta["digests"]) != {str(path.relative_to(directory)) for path in digested_files(directory)}:
+            raise ValueError("the files do not match meta.json's digests")
     except Exception as error:  # any damage means the same thing: rebuild
-        raise ValueError(f"{type(error).__name__}: {error}") from None
+        raise ValueError(wire.clean_text(f"{type(error).__name__}: {error}", 300)) from None
     if meta.get("reference") != kind:
         raise ValueError("meta.json names another reference")
-    return ReferenceData(kind, directory, meta)
+    return data
+
+
+class Seal:
+    """Proof that an entry is what its builder wrote, from before any learner code runs until judging.
+
+    Started before the learner's process: the files are hashed in a thread (beside the worker's
+    start-up) and compared with the digests the builder recorded; `broken()` then also checks that
+    no file was replaced or written since (inode, size, modification and change times).
+    """
+
+    def __init__(self, data: ReferenceData):
+        self.data = data
+        self.stats = {path: _stat(path) for path in [*digested_files(data.directory), data.directory / "meta.json"]}
+        self._problem: str | None = None
+        self._thread = threading.Thread(target=self._verify, daemon=True)
+        self._thread.start()
+
+    def _verify(self) -> None:
+        recorded, verified = self.data.meta.get("digests", {}), self.data.verified
+        for path in digested_files(self.data.directory):
+            name = str(path.relative_to(self.data.directory))
+            if verified.get(path) == self.stats[path]:
+                continue  # hashed before in this process, and not written since
+            if recorded.get(name) != file_digest(path):
+                self._problem = f"{name} is not what the reference builder wrote"
+                return
+            verified[path] = self.stats[path]
+
+    def broken(self) -> str | None:
+        """Why the entry cannot be trusted, or None."""
+        self._thread.join()
+        if self._problem:
+            return self._problem
+        changed = [path.name for path, stat in self.stats.items() if _stat(path) != stat]
+        return f"{', '.join(changed)} changed while the checks ran" if changed else None
+
+
+def _stat(path: Path) -> tuple:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def discard(data: ReferenceData) -> None:
+    """Remove an entry that did not verify, so that the next `ensure_reference` rebuilds it."""
+    shutil.rmtree(data.directory, ignore_errors=True)
 
 
 # --- where GPT-2 can come from ------------------------------------------------------------------
@@ -184,7 +260,7 @@ def ensure_reference(requested: str, progress: Progress, root: Path | None = Non
         scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-cache-")
         progress(f"cannot write the reference cache at {root} ({error.strerror or error}); using a temporary one for this run")
         data = _ensure(requested, progress, Path(scratch.name), seed)
-        return ReferenceData(data.kind, data.directory, data.meta, data.fallback_reason, owner=scratch)
+        return data.with_fallback(data.fallback_reason, owner=scratch)
 
 
 def _ensure(requested: str, progress: Progress, root: Path, seed: int) -> ReferenceData:
@@ -198,7 +274,7 @@ def _ensure(requested: str, progress: Progress, root: Path, seed: int) -> Refere
     except ReferenceUnavailable as error:
         reason = str(error)
     data = _cached_or_built(root, "random", seed, True, progress)
-    return ReferenceData(data.kind, data.directory, data.meta, fallback_reason=reason)
+    return data.with_fallback(reason)
 
 
 def _cached_or_built(root: Path, kind: str, seed: int, offline: bool, progress: Progress, build: bool = True) -> ReferenceData:

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -240,39 +241,52 @@ def param_counts(parameters: dict[str, torch.Tensor]) -> dict[str, int]:
 
 
 def write_entry(ref: Reference, out: Path, progress) -> None:
-    """weights.safetensors, inputs.safetensors (what the learner may see), expected.safetensors, meta.json."""
+    """weights.safetensors and inputs/<check>.safetensors (what the learner may see), expected.safetensors
+    and meta.json (the cases, and a digest of every other file)."""
     from safetensors.torch import save_file
 
+    from . import wire
     from .checks import registry
+    from .refcache import file_digests
 
-    inputs, expected, cases_meta = {}, {}, {}
+    expected, cases_meta = {}, {}
     checks = registry()
-    for i, check in enumerate(checks):
-        progress(f"computing GPT-2's outputs for {check.id}", 0.3 + 0.6 * i / len(checks))
-        cases_meta[check.id] = []
+    (out / "inputs").mkdir()
+    for number, check in enumerate(checks):
+        progress(f"computing GPT-2's outputs for {check.id}", 0.3 + 0.6 * number / len(checks))
+        inputs, cases_meta[check.id] = {}, []
         for case in check.cases(ref):
-            key = f"{check.id}/{case.name}"
             for i, arg in enumerate(case.args):
-                inputs[f"{key}/arg{i}"] = arg.clone().contiguous()
+                inputs[wire.arg_key(case.name, i)] = arg
             for param, value in case.overrides.items():
-                inputs[f"{key}/override/{param}"] = value.clone().contiguous()
+                inputs[wire.override_key(case.name, param)] = value
             for name, value in case.extra.items():
-                inputs[f"{key}/{name}"] = value.clone().contiguous()
-            expected[key] = case.expected.clone().contiguous()
+                inputs[wire.extra_key(case.name, name)] = value
+            expected[wire.expected_key(check.id, case.name)] = case.expected
             for label, value in case.steps.items():
-                expected[f"{key}/step/{label}"] = value.clone().contiguous()
+                expected[wire.expected_key(check.id, wire.step_key(case.name, label))] = value
             for i, value in enumerate(case.mistakes.values()):
-                expected[f"{key}/mistake/{i}"] = value.clone().contiguous()
-            cases_meta[check.id].append(
-                {"name": case.name, "args": len(case.args), "weights": case.weights, "overrides": sorted(case.overrides), "hint": case.hint, "steps": list(case.steps), "mistakes": list(case.mistakes)}
-            )
+                expected[wire.expected_key(check.id, wire.mistake_key(case.name, i))] = value
+            spec = wire.CaseSpec(case.name, len(case.args), case.weights, sorted(case.overrides), case.hint, list(case.steps), list(case.mistakes))
+            cases_meta[check.id].append(asdict(spec))
+        save_file(contiguous(inputs), str(out / "inputs" / f"{check.id}.safetensors"))
     parameters = ref.parameters()
     progress("writing the reference weights", 0.9)
     save_file(parameters, str(out / "weights.safetensors"))
-    save_file(inputs, str(out / "inputs.safetensors"))
-    save_file(expected, str(out / "expected.safetensors"))
-    meta = {"reference": ref.kind, "seed": ref.seed, "param_counts": param_counts(parameters), "cases": cases_meta, "prompt_tokens": ref.tokens["prompt"][0].tolist()}
+    save_file(contiguous(expected), str(out / "expected.safetensors"))
+    meta = {
+        "reference": ref.kind,
+        "seed": ref.seed,
+        "param_counts": param_counts(parameters),
+        "cases": cases_meta,
+        "prompt_tokens": ref.tokens["prompt"][0].tolist(),
+        "digests": file_digests(out),
+    }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def contiguous(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {key: value.clone().contiguous() for key, value in tensors.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 STATUSES = ("pass", "fail", "todo", "error", "timeout")
@@ -33,7 +34,8 @@ class CheckResult:
         return self.max_score if self.status == "pass" else 0
 
     def to_dict(self) -> dict:
-        return {"score": self.score, **{key: value for key, value in asdict(self).items() if key != "figures"}}
+        fields = {key: value for key, value in asdict(self).items() if key != "figures"}
+        return {"score": self.score, **fields, "max_abs_diff": finite_or_none(self.max_abs_diff)}
 
 
 @dataclass
@@ -43,6 +45,7 @@ class Report:
     checks: list[CheckResult]
     fallback_reason: str | None = None
     seed: int = 0  # of the random inputs
+    sandbox: str = ""  # "sandbox: on (...)" or "sandbox: off (why)"
 
     @property
     def score(self) -> int:
@@ -61,8 +64,14 @@ class Report:
             "reference": self.reference,
             "fallback_reason": self.fallback_reason,
             "seed": self.seed,
+            "sandbox": self.sandbox,
             "package": self.package,
             "score": self.score,
             "max_score": self.max_score,
             "checks": [c.to_dict() for c in self.checks],
         }
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """JSON has no inf or NaN: such a number is written as null."""
+    return value if value is None or math.isfinite(value) else None

@@ -1,16 +1,19 @@
-"""The parent side of the learner's process: requests out, replies and tensors back, with timeouts.
+"""The grader's side of the learner's process: requests out, validated replies and tensors back.
 
-One worker process serves the checks in turn (on Linux each in a fork of its own, see
-`learner`). The worker enforces each check's timeout; should the worker itself hang or die, that
-check gets `timeout` or `error` and a fresh worker serves the rest, so one check never costs the
-others.
+One worker process (`grader.learner`) serves the checks in turn; on Linux each runs in a confined
+fork of its own. Everything a check's process leaves in its scratch directory is read as hostile:
+the reply through `wire.read_reply`, the tensors one by one, so a malformed or forged answer is
+that check's `error`, never a crash of the grading. Should the worker itself hang or die, that
+check gets `timeout` or `error` and a fresh worker serves the rest.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
+import re
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,64 +21,78 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import sandbox, wire
 from .checks import Check
-from .learner import FORKS
 from .refcache import ReferenceData
 
+FORKS = sys.platform == "linux"  # must agree with grader.learner, which forks only there
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the whole model's check takes a few on a laptop
-DEFAULT_MEMORY_LIMIT_GB = 6.0  # address space a check may add; the whole model needs about 1.5
+DEFAULT_MEMORY_LIMIT_GB = 6.0  # memory a check's processes may add; the whole model needs about 1.5
 GRACE = 30.0  # the worker answers for a hung check itself; this is for a hung worker
+MAX_OUTPUTS_BYTES = 4 * 2**30
 
 
 @dataclass
 class Outcome:
-    """What came back from the learner's process for one check."""
+    """What came back from the learner's process for one check, validated."""
 
-    status: str  # ran | todo | error | weights | forbidden | timeout | crashed
-    reply: dict = field(default_factory=dict)
-    outputs: dict = field(default_factory=dict)
+    status: str  # a wire.Status, or timeout | crashed (the process's end decided it)
+    reply: wire.Reply = field(default_factory=lambda: wire.Reply("error"))
+    outputs: dict = field(default_factory=dict)  # tensor name -> numpy array
     seconds: float = 0.0
     traced: bool = False  # --trace: the reply records every tensor the learner's code named
+    error: str = ""  # why, for timeout, crashed and an unreadable answer
+
+    @property
+    def message(self) -> str:
+        return self.error or self.reply.error
 
 
 class WorkerGone(Exception):
     pass
 
 
-# Files through which a CI job takes outputs, environment and summaries from its steps: the
-# learner's code must not write its own grade into them.
-CI_FILES = ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY")
+# What learner code must not read from its environment: the CI job's files (outputs, summaries)
+# and anything that looks like a credential.
+SECRET = re.compile(r"^(GITHUB_|ACTIONS_|RUNNER_)|TOKEN|SECRET|PASSWORD|CREDENTIAL|_KEY$", re.IGNORECASE)
 
 
 def learner_environment() -> dict[str, str]:
-    return {key: value for key, value in os.environ.items() if key not in CI_FILES}
+    return {key: value for key, value in os.environ.items() if not SECRET.search(key)}
 
 
 class Worker:
-    def __init__(self, reference: ReferenceData, log, memory_limit_gb: float):
-        reply_read, reply_write = os.pipe()
-        memory = str(int(memory_limit_gb * 2**30))
+    def __init__(self, log):
+        answer_read, answer_write = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.learner", str(reference.weights_path), str(reference.inputs_path), str(reply_write), memory],
-            stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(reply_write,), cwd=Path(__file__).resolve().parent.parent, text=True, env=learner_environment(),
+            [sys.executable, "-m", "grader.learner", str(answer_write)],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=log,
+            pass_fds=(answer_write,),
+            cwd=Path(__file__).resolve().parent.parent,
+            text=True,
+            env=learner_environment(),
         )
-        os.close(reply_write)
-        self.replies = os.fdopen(reply_read, "r")
+        os.close(answer_write)
+        self.answers = os.fdopen(answer_read, "r")
 
-    def ask(self, request: dict, timeout: float) -> dict:
+    def ask(self, request: wire.Request, timeout: float) -> wire.WorkerAnswer:
         assert self.process.stdin is not None
         try:
-            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.write(request.to_json() + "\n")
             self.process.stdin.flush()
         except BrokenPipeError:
             raise WorkerGone() from None
-        ready, _, _ = select.select([self.replies], [], [], timeout)
-        if not ready:
+        if not select.select([self.answers], [], [], timeout)[0]:
             raise TimeoutError()
-        line = self.replies.readline()
+        line = self.answers.readline(wire.MAX_REPLY_BYTES)
         if not line:
             raise WorkerGone()
-        return json.loads(line)
+        try:
+            return wire.WORKER_ANSWER.validate_json(line)
+        except ValueError:
+            return wire.WorkerAnswer("crashed", "the learner's process answered something unreadable")
 
     def exit_reason(self) -> str:
         code = self.process.wait(timeout=5)
@@ -89,12 +106,10 @@ class Worker:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        self.replies.close()
+        self.answers.close()
         if self.process.stdin:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 self.process.stdin.close()
-            except BrokenPipeError:
-                pass
 
 
 @dataclass(frozen=True)
@@ -103,27 +118,59 @@ class Limits:
     memory_gb: float = DEFAULT_MEMORY_LIMIT_GB  # 0: no limit
     fast_init: bool = True  # skip the random initialisation the reference weights overwrite
     trace: bool = False  # record every tensor the learner's code names, for `grade --trace`
+    sandbox: bool = True  # confine each check where the machine allows it (`sandbox.status`)
 
 
-def request_for(package: Path, check: Check, reference: ReferenceData, out: Path, limits: Limits) -> dict:
+def request_for(package: Path, check: Check, reference: ReferenceData, scratch: Path, limits: Limits) -> wire.Request:
     target = check.target
-    return {
-        "package": str(package),
-        "check": check.id,
-        "target": {"file": target.file, "name": target.name, "method": target.method, "driver": target.driver, "fast_init": limits.fast_init},
-        "cases": reference.cases(check.id),
-        "watch_inputs": check.watch_inputs,
-        "out": str(out),
-        "timeout": limits.timeout,
-        "capture": capture_request(check, limits.trace),
-    }
+    return wire.Request(
+        package=str(package),
+        check=check.id,
+        target=wire.TargetSpec(target.file, target.name, target.method, target.driver, limits.fast_init),
+        cases=reference.cases(check.id),
+        weights=str(reference.weights_path),
+        inputs=str(reference.inputs_path(check.id)),
+        scratch=str(scratch),
+        timeout=limits.timeout,
+        memory_bytes=int(limits.memory_gb * 2**30),
+        watch_inputs=check.watch_inputs,
+        capture=capture_request(check, limits.trace),
+        sandbox=limits.sandbox and sandbox.status().on,
+    )
 
 
-def capture_request(check: Check, trace: bool) -> dict | None:
+def capture_request(check: Check, trace: bool) -> wire.Capture | None:
     """What the learner's process records: the check's own needs for diagnosis, plus every named
     tensor under --trace. Values travel back only when a diagnosis compares them."""
     modes = set(check.capture) | ({"locals"} if trace else set())
-    return {"modes": sorted(modes), "keep": list(check.capture)} if modes else None
+    return wire.Capture(sorted(modes), list(check.capture)) if modes else None
+
+
+def read_outputs(scratch: Path, reply: wire.Reply) -> dict | str:
+    """The tensors of a reply, or why they cannot be used. A case's output must be there and
+    readable; a recorded tensor that is not is left out (it only feeds the diagnosis)."""
+    from safetensors import safe_open
+
+    path = scratch / wire.OUTPUTS_FILE
+    if not reply.outputs:
+        return {}
+    if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_OUTPUTS_BYTES:
+        return "the check's process left no readable outputs file"
+    outputs = {}
+    try:
+        with safe_open(str(path), "np") as handle:
+            keys = set(handle.keys())
+            for case in reply.outputs:
+                key = wire.output_key(case)
+                if key not in keys:
+                    return f"the check's process gave no output for {case}"
+                outputs[key] = handle.get_tensor(key)
+            for key in keys - set(outputs):
+                with contextlib.suppress(Exception):
+                    outputs[key] = handle.get_tensor(key)
+    except Exception as error:  # a damaged or forged file, or a dtype NumPy has not
+        return wire.clean_text(f"the check's outputs cannot be read ({type(error).__name__}: {error})", 300)
+    return outputs
 
 
 class LearnerProcesses:
@@ -134,7 +181,7 @@ class LearnerProcesses:
     def __init__(self, reference: ReferenceData, limits: Limits = Limits()):
         self.reference, self.limits = reference, limits
         self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-")
-        self.log = open(Path(self.scratch.name) / "learner.log", "w")  # what the learner's code prints
+        self.log = open(Path(self.scratch.name) / "learner.log", "w")  # what the worker prints
         self.worker: Worker | None = None
         self.requests = 0
 
@@ -149,6 +196,10 @@ class LearnerProcesses:
         self.log.close()
         self.scratch.cleanup()
 
+    def start(self) -> None:
+        """Start the worker now (it imports torch), so that it is ready by the first check."""
+        self.worker = self.worker or Worker(self.log)
+
     def run(self, package: Path, checks: list[Check]) -> dict[str, Outcome]:
         """Every check's outcome, in order."""
         outcomes = {check.id: self._run_one(package, check) for check in checks}
@@ -157,31 +208,41 @@ class LearnerProcesses:
         return outcomes
 
     def _run_one(self, package: Path, check: Check) -> Outcome:
-        from safetensors.numpy import load_file
-
-        self.worker = self.worker or Worker(self.reference, self.log, self.limits.memory_gb)
+        self.start()
+        assert self.worker is not None
         self.requests += 1
-        out = Path(self.scratch.name) / f"{self.requests}.safetensors"
+        scratch = Path(self.scratch.name) / f"check-{self.requests}"
+        scratch.mkdir(mode=0o700)
+        request = request_for(package, check, self.reference, scratch, self.limits)
         started = time.monotonic()
         try:
-            reply = self.worker.ask(request_for(package, check, self.reference, out, self.limits), self.limits.timeout + GRACE)
+            answer = self.worker.ask(request, self.limits.timeout + GRACE)
         except TimeoutError:
             self._drop_worker()
-            return Outcome("timeout", {"error": f"no answer within {self.limits.timeout:g} s (an infinite loop?)"}, seconds=self.limits.timeout)
+            answer = wire.WorkerAnswer("timeout", f"no answer within {self.limits.timeout:g} s (an infinite loop?)")
         except WorkerGone:
-            reason = self.worker.exit_reason()
+            answer = wire.WorkerAnswer("crashed", self.worker.exit_reason())
             self._drop_worker()
-            return Outcome("crashed", {"error": reason}, seconds=time.monotonic() - started)
-        outputs = load_file(str(out)) if out.exists() else {}
-        out.unlink(missing_ok=True)
-        return Outcome(reply["status"], reply, outputs, time.monotonic() - started, self.limits.trace)
+        try:
+            return self._outcome(answer, scratch, request, time.monotonic() - started)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _outcome(self, answer: wire.WorkerAnswer, scratch: Path, request: wire.Request, seconds: float) -> Outcome:
+        if answer.ending == "timeout":
+            return Outcome("timeout", seconds=self.limits.timeout, error=answer.reason)
+        if answer.ending in ("crashed", "memory"):
+            return Outcome("crashed", seconds=seconds, error=answer.reason)
+        reply = wire.read_reply(scratch, request.cases)
+        if isinstance(reply, wire.BadReply):
+            return Outcome("crashed", seconds=seconds, error=reply.reason)
+        outputs = read_outputs(scratch, reply)
+        if isinstance(outputs, str):
+            return Outcome("crashed", reply, seconds=seconds, error=outputs)
+        return Outcome(reply.status, reply, outputs, seconds, self.limits.trace)
 
     def _drop_worker(self) -> None:
         if self.worker:
             self.worker.close()
             self.worker = None
 
-
-def run_checks(package: Path, checks: list[Check], reference: ReferenceData, limits: Limits = Limits()) -> dict[str, Outcome]:
-    with LearnerProcesses(reference, limits) as processes:
-        return processes.run(package, checks)

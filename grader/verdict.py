@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
+from . import wire
 from .checks import Check
 from .compare import CaseComparison, allclose, modified_in_place
 from .diagnose import expected_shape, first_divergence, matching_mistake
@@ -25,33 +26,33 @@ class Evidence:
 
     def __init__(self, check: Check, outcome: Outcome, reference: ReferenceData):
         self.check, self.outcome, self.reply = check, outcome, outcome.reply
-        self.cases = {case["name"]: case for case in reference.cases(check.id)}
+        self.cases = {case.name: case for case in reference.cases(check.id)}
         self.expected = reference.expected(check.id)
         self.inputs = reference.inputs(check.id) if check.watch_inputs else {}
         self.reference_param_counts = reference.meta["param_counts"]
         self.prompt_tokens = reference.meta.get("prompt_tokens", [])
 
     def output(self, case: str):
-        return self.outcome.outputs[f"{case}/out"]
+        return self.outcome.outputs[wire.output_key(case)]
 
     def steps(self, case: str) -> list[tuple[str, object]]:
-        return [(label, self.expected[f"{case}/step/{label}"]) for label in self.cases[case]["steps"]]
+        return [(label, self.expected[wire.step_key(case, label)]) for label in self.cases[case].steps]
 
     def mistakes(self, case: str) -> list[tuple[str, object]]:
-        return [(hint, self.expected[f"{case}/mistake/{i}"]) for i, hint in enumerate(self.cases[case]["mistakes"])]
+        return [(hint, self.expected[wire.mistake_key(case, i)]) for i, hint in enumerate(self.cases[case].mistakes)]
 
     def captured(self, case: str) -> list:
-        records = self.reply.get("captures", {}).get(case, [])
-        keys = (f"{case}/capture/{r['saved']}" for r in records if r["saved"] is not None)
+        records = self.reply.captures.get(case, [])
+        keys = (wire.capture_key(case, r.saved) for r in records if r.saved is not None)
         return [self.outcome.outputs[key] for key in keys if key in self.outcome.outputs]  # none when the case raised
 
 
 def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResult:
     evidence = Evidence(check, outcome, reference)
-    result = CheckResult(check.id, check.part, check.summary, "pass", check.points, seconds=round(outcome.seconds, 3))
-    reply = outcome.reply
-    where = reply.get("where") or reply.get("target_where") or {}
-    result.file, result.line = where.get("file") or f"{check.target.file}.py", where.get("line")
+    # Not judged yet: only `verdict`, once every case has been compared, may say "pass".
+    result = CheckResult(check.id, check.part, check.summary, "error", check.points, seconds=round(outcome.seconds, 3))
+    where = outcome.reply.where or outcome.reply.target_where
+    result.file, result.line = (where.file if where else "") or f"{check.target.file}.py", where.line if where else None
     result.trace = trace_lines(evidence)
     verdict(evidence, result, where)
     result.figures |= attention_patterns(evidence) | logit_lens_tops(evidence)
@@ -59,14 +60,14 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
     return result
 
 
-def verdict(evidence: Evidence, result: CheckResult, where: dict) -> None:
+def verdict(evidence: Evidence, result: CheckResult, where: wire.Place | None) -> None:
     check, outcome, reply = evidence.check, evidence.outcome, evidence.reply
     if outcome.status in ("timeout", "crashed"):
-        return _set(result, "timeout" if outcome.status == "timeout" else "error", reply["error"])
+        return _set(result, "timeout" if outcome.status == "timeout" else "error", outcome.message)
     if outcome.status == "forbidden":
-        return _set(result, "fail", reply["error"] + at(where))
-    if outcome.status == "weights":
-        return _set(result, "fail", weights_message(reply["weights"]))
+        return _set(result, "fail", reply.error + at(where))
+    if outcome.status == "weights" and reply.weights:
+        return _set(result, "fail", weights_message(reply.weights))
     failure = first_failing_case(evidence, result)
     if outcome.status == "todo":
         return _set(result, "todo", f"{check.target.label} is not implemented yet" + at(where, code=False))
@@ -76,14 +77,17 @@ def verdict(evidence: Evidence, result: CheckResult, where: dict) -> None:
             diagnose(evidence, failure.case, result)
         return None
     if outcome.status == "error":
-        return _set(result, "error", reply["error"] + at(where))
-    if "bad_output" in reply:
-        bad = reply["bad_output"]
-        return _set(result, "fail", f"{check.target.label} {bad['problem']} on {bad['case']}")
+        return _set(result, "error", reply.error + at(where))
+    if reply.bad_output:
+        bad = reply.bad_output
+        return _set(result, "fail", f"{check.target.label} {bad.problem} on {bad.case}")
+    if outcome.status != "ran" or len(reply.outputs) != len(evidence.cases):
+        return _set(result, "error", "the check's process did not complete every case")
     if check.notes:
-        outputs = {name: evidence.output(name) for name in reply["outputs"]}
-        result.notes = check.notes({**reply, "outputs": outputs, "expected": evidence.expected, "reference_param_counts": evidence.reference_param_counts})
-    return None
+        outputs = {name: evidence.output(name) for name in reply.outputs}
+        facts = {"param_counts": reply.param_counts, "outputs": outputs, "expected": evidence.expected}
+        result.notes = check.notes(facts | {"reference_param_counts": evidence.reference_param_counts})
+    return _set(result, "pass", "")
 
 
 def first_failing_case(evidence: Evidence, result: CheckResult) -> Failure | None:
@@ -95,7 +99,7 @@ def first_failing_case(evidence: Evidence, result: CheckResult) -> Failure | Non
     check = evidence.check
     compare = check.comparison or allclose
     failures = []
-    for name in evidence.reply.get("outputs", []):
+    for name in evidence.reply.outputs:
         comparison: CaseComparison = compare(evidence.output(name), evidence.expected[name], check.tolerance)
         if result.actual_shape is None:
             result.actual_shape, result.expected_shape = comparison.actual_shape, comparison.expected_shape
@@ -105,16 +109,17 @@ def first_failing_case(evidence: Evidence, result: CheckResult) -> Failure | Non
             failures.append(Failure(name, f"differs from {check.expected_from} on {name}: {comparison.message}", True))
         elif modified_input(evidence, name):
             failures.append(Failure(name, f"the output is right but {check.target.label} modified its input in place on {name} (use x = x + ..., not x += ...)", False))
-    hinted = [f for f in failures if evidence.cases[f.case]["hint"]]
+    hinted = [f for f in failures if evidence.cases[f.case].hint]
     if failures and len(hinted) == len(failures):
         first = failures[0]
-        return Failure(first.case, f"{first.message}; {evidence.cases[first.case]['hint']}", True)
+        return Failure(first.case, f"{first.message}; {evidence.cases[first.case].hint}", True)
     return next((f for f in failures if f not in hinted), None)
 
 
 def modified_input(evidence: Evidence, case: str) -> bool:
     outputs = evidence.outcome.outputs
-    return any(modified_in_place(evidence.inputs[f"{case}/arg{i}"], outputs[f"{case}/arg{i}_after"]) for i in range(evidence.cases[case]["args"]) if f"{case}/arg{i}_after" in outputs)
+    pairs = [(wire.arg_key(case, i), wire.arg_after_key(case, i)) for i in range(evidence.cases[case].args)]
+    return any(modified_in_place(evidence.inputs[before], outputs[after]) for before, after in pairs if after in outputs)
 
 
 def diagnose(evidence: Evidence, case: str, result: CheckResult) -> None:
@@ -126,14 +131,18 @@ def diagnose(evidence: Evidence, case: str, result: CheckResult) -> None:
 
 def trace_lines(evidence: Evidence) -> list[dict]:
     """Every tensor the learner's code named on the first case, with GPT-2's shape where known."""
-    captures = evidence.reply.get("captures", {})
+    captures = evidence.reply.captures
     case = next(iter(evidence.cases), None)
     if not evidence.outcome.traced or case not in captures:
         return []
     shapes = {label: list(value.shape) for label, value in evidence.steps(case)}
     shapes.setdefault("output", list(evidence.expected[case].shape))
-    parameters = [{**p, "expected_shape": None} for p in evidence.reply.get("parameters", [])]
-    locals_ = [{"tag": r["tag"], "name": r["name"], "shape": r["shape"], "expected_shape": expected_shape(r["name"], shapes)} for r in captures[case] if r["kind"] == "locals"]
+    parameters = [{**asdict(p), "expected_shape": None} for p in evidence.reply.parameters]
+    locals_ = [
+        {"tag": r.tag, "name": r.name, "shape": r.shape, "expected_shape": expected_shape(r.name, shapes)}
+        for r in captures[case]
+        if r.kind == "locals"
+    ]
     return parameters + locals_
 
 
@@ -152,22 +161,22 @@ def next_step(check: Check, result: CheckResult) -> str:
     return f"compare each step of {check.target.label} ({place}) with what {check.expected_from} computes: grade {check.id} --trace prints every tensor's shape"
 
 
-def weights_message(facts: dict) -> str:
+def weights_message(facts: wire.WeightFacts) -> str:
     parts = []
-    for name in facts["missing"]:
-        suggestion = facts["suggestions"].get(name)
+    for name in facts.missing:
+        suggestion = facts.suggestions.get(name)
         parts.append(f"parameter {name} is not in GPT-2's weights" + (f" (GPT-2 calls it {suggestion[0]})" if suggestion else "") + " and would keep its random initial value")
-    for name, (own, theirs) in facts["misshapen"].items():
+    for name, (own, theirs) in facts.misshapen.items():
         parts.append(f"parameter {name} has shape {tuple(own)}, GPT-2's has {tuple(theirs)}")
     return "; ".join(parts)
 
 
-def at(where: dict, code: bool = True) -> str:
+def at(where: wire.Place | None, code: bool = True) -> str:
     """" (file.py:12: the line)", or "" when the place is unknown."""
     if not where:
         return ""
-    line = f": {where['code']}" if code and where.get("code") else ""
-    return f" ({where['file']}:{where['line']}{line})"
+    line = f": {where.code}" if code and where.code else ""
+    return f" ({where.file}:{where.line}{line})"
 
 
 def _set(result: CheckResult, status: str, message: str) -> None:

@@ -10,6 +10,7 @@ import torch
 from conftest import SOLUTIONS, by_id, run_grade, write_variant
 from test_alternatives import ATTENTION_MATMUL, replace_attention_body
 
+from grader import wire
 from grader.checks import registry
 from grader.checks.model import attend
 from grader.diagnose import close
@@ -96,8 +97,8 @@ def test_every_known_mistake_is_detectable(reference):
         expected = reference.expected(check.id)
         detectable: dict[str, bool] = {}
         for case in reference.cases(check.id):
-            for i, hint in enumerate(case["mistakes"]):
-                mistake, correct = expected[f"{case['name']}/mistake/{i}"], expected[case["name"]]
+            for i, hint in enumerate(case.mistakes):
+                mistake, correct = expected[wire.mistake_key(case.name, i)], expected[case.name]
                 detectable[hint] = detectable.get(hint, False) or not close(np.nan_to_num(mistake), correct, check.tolerance)
         assert [h for h, ok in detectable.items() if not ok and (check.id, h) not in hidden_by_tolerance] == [], check.id
 
@@ -108,8 +109,8 @@ def test_the_grader_attention_equals_gpt2s_when_no_switch_is_flipped(reference):
     weights = load_file(str(reference.weights_path))
     expected = reference.expected("attention")
     for case in reference.cases("attention"):
-        name, layer = case["name"], case["weights"]
-        q, k, v = (torch.from_numpy(expected[f"{name}/step/{step}"]) for step in ("q", "k", "v"))
+        name, layer = case.name, case.weights
+        q, k, v = (torch.from_numpy(expected[wire.step_key(name, step)]) for step in ("q", "k", "v"))
         W_O, b_O = torch.from_numpy(weights[f"{layer}W_O"]), torch.from_numpy(weights[f"{layer}b_O"])
         ours = attend(q, k, v, W_O, b_O, scale=float(q.shape[-1]) ** 0.5).numpy()
         assert close(ours, expected[name], registry()[4].tolerance), name

@@ -122,7 +122,7 @@ def test_damaged_reference_cache_is_rebuilt_bit_for_bit(reference, tmp_path):
     a fresh build and a warm cache give the same verdicts."""
     from safetensors.numpy import load_file
 
-    from grader.refcache import ENTRY_FILES, ensure_reference
+    from grader.refcache import digested_files, ensure_reference
 
     shutil.copytree(reference.directory, tmp_path / reference.directory.name)
     shutil.copytree(reference.directory.parent / "random-hub", tmp_path / "random-hub")
@@ -131,8 +131,9 @@ def test_damaged_reference_cache_is_rebuilt_bit_for_bit(reference, tmp_path):
     messages = []
     rebuilt = ensure_reference("random", lambda message, fraction=None: messages.append(message), root=tmp_path)
     assert any("is damaged" in m and "rebuilding" in m for m in messages)
-    for name in ENTRY_FILES[:3]:
-        fresh, cached = load_file(str(rebuilt.directory / name)), load_file(str(reference.directory / name))
+    for path in digested_files(reference.directory):
+        name = path.relative_to(reference.directory)
+        fresh, cached = load_file(str(rebuilt.directory / name)), load_file(str(path))
         assert fresh.keys() == cached.keys()
         assert all(np.array_equal(fresh[key], cached[key], equal_nan=True) for key in fresh), name
 

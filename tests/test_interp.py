@@ -13,6 +13,8 @@ from safetensors.numpy import load_file
 
 from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
 
+from grader import wire
+
 INTERP_CHECKS = (
     "interp.parameter_counts", "interp.logit_lens", "interp.qk_circuit", "interp.ov_circuit",
     "interp.fold_layernorm", "interp.direct_path", "interp.is_tied", "interp.erase_direction",
@@ -73,8 +75,8 @@ def test_folded_map_on_normalised_input_equals_the_original(reference):
     inputs, expected = reference.inputs("interp.fold_layernorm"), reference.expected("interp.fold_layernorm")
     x_hat = np.random.default_rng(0).standard_normal((5, 768)).astype(np.float32)
     for case in reference.cases("interp.fold_layernorm"):
-        name, prefix = case["name"], case["weights"]
-        W, b = inputs[f"{name}/arg0"], inputs[f"{name}/arg1"]
+        name, prefix = case.name, case.weights
+        W, b = inputs[wire.arg_key(name, 0)], inputs[wire.arg_key(name, 1)]
         original = (x_hat * weights[prefix + "w"] + weights[prefix + "b"]) @ W + b
         W_folded, b_folded = expected[name][:-1], expected[name][-1]
         np.testing.assert_allclose(x_hat @ W_folded + b_folded, original, rtol=1e-4, atol=1e-4)
@@ -83,7 +85,7 @@ def test_folded_map_on_normalised_input_equals_the_original(reference):
 def test_erased_outputs_have_no_positive_component(reference):
     inputs, expected = reference.inputs("interp.erase_direction"), reference.expected("interp.erase_direction")
     for case in reference.cases("interp.erase_direction"):
-        x, v, out = inputs[f"{case['name']}/arg0"], inputs[f"{case['name']}/arg1"], expected[case["name"]]
+        x, v, out = inputs[wire.arg_key(case.name, 0)], inputs[wire.arg_key(case.name, 1)], expected[case.name]
         before, after = x @ v, out @ v
         np.testing.assert_allclose(after, np.minimum(before, 0), atol=1e-4)
         np.testing.assert_allclose(out - after[..., None] * v, x - before[..., None] * v, atol=1e-4)  # the rest of x is untouched

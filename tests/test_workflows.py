@@ -40,6 +40,26 @@ HOSTILE_FORWARD = f"""        ### BEGIN SOLUTION
 """
 
 
+
+def github_outputs(text: str) -> list[tuple[str, str]]:
+    """(name, value) pairs of a $GITHUB_OUTPUT file, read as the runner reads it: `name=value`
+    lines and `name<<DELIMITER` blocks."""
+    pairs, lines = [], iter(text.splitlines())
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            block = []
+            for inner in lines:
+                if inner == delimiter:
+                    break
+                block.append(inner)
+            else:
+                raise AssertionError(f"the block of {name} is never closed")
+            pairs.append((name, "\n".join(block)))
+        elif "=" in line:
+            pairs.append(tuple(line.split("=", 1)))
+    return pairs
+
 def load(name: str) -> dict:
     return yaml.safe_load((WORKFLOWS / name).read_text())
 
@@ -164,7 +184,7 @@ def test_grade_step_under_actions_reports_and_forges_nothing(script, reference, 
     body = tokens[[t.type for t in tokens].index("tbody_open") :]
     assert sum(t.type == "tr_open" for t in body) == len(points)
 
-    results = [line.removeprefix("result=") for line in output.read_text().splitlines() if line.startswith("result=")]
+    results = [value for name, value in github_outputs(output.read_text()) if name == "result"]
     assert len(results) == 1
     result = json.loads(base64.b64decode(results[0], validate=True))
     jsonschema.validate(result, json.loads((REPO / "grader" / "schemas" / "classroom-result.schema.json").read_text()))

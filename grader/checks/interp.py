@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..compare import CaseComparison, validate
+from ..drivers import COUNT_KEYS
 from . import Case, Check, Target, Tolerance
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
     from ..reference import Reference
 
-COUNT_KEYS = ("embed", "pos_embed", "blocks", "ln_final", "unembed", "total", "tied")
 EXACT = "the exact answer"
 HEADS = ((0, 0), (-1, 5))  # (layer, head): the first block's first head and a head of the last block
 

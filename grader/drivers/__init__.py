@@ -8,6 +8,7 @@ processes use for what is not a tensor: text as UTF-8 bytes in a uint8 tensor, a
 
 from __future__ import annotations
 
+COUNT_KEYS = ("embed", "pos_embed", "blocks", "ln_final", "unembed", "total", "tied")  # interp.parameter_counts, in order
 END_OF_TEXT = "<|endoftext|>"  # GPT-2's end-of-text token, also the stand-in tokenizer's
 PADDING = -1
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from ..checks.interp import COUNT_KEYS
 from ..learner import source_place
+from . import COUNT_KEYS
 
 MODULES = {"model": ("transformer", "Transformer"), "attn": ("attention", "Attention"), "ln": ("normalization", "LayerNorm")}
 

@@ -19,6 +19,7 @@ from .markdown import literal, paragraphs
 from .text import fallback_banner
 
 FAILING = ("fail", "error", "timeout")
+SUMMARY_BYTES = 1_000_000  # GitHub refuses a step summary over 1 MiB
 ICONS = {"pass": "✅", "fail": "❌", "todo": "📝", "error": "💥", "timeout": "⏱️"}
 # autograding-grading-reporter knows pass, fail and error; a missing body scores like a wrong one.
 CLASSROOM_STATUS = {"pass": "pass", "fail": "fail", "todo": "fail", "error": "error", "timeout": "error"}
@@ -57,10 +58,12 @@ def annotations(report: Report, workspace: Path) -> list[str]:
     return [*errors, command("notice", score, title="GPT-2 grader")]
 
 
-def summary(report: Report) -> str:
-    """Markdown for the run's page: a heading with the score, then one table row per check."""
+def summary(report: Report, limit: int = SUMMARY_BYTES) -> str:
+    """Markdown for the run's page: a heading with the score, then one table row per check; each
+    row's feedback shortened as needed to keep the whole under GitHub's 1 MiB."""
     banner = fallback_banner(report)
-    rows = [f"| `{c.id}` | {ICONS[c.status]} {c.status} | {c.score}/{c.max_score} | {'<br>'.join(paragraphs(c))} |" for c in report.checks]
+    share = max(200, limit // max(1, len(report.checks)) - 200)
+    rows = [f"| `{c.id}` | {ICONS[c.status]} {c.status} | {c.score}/{c.max_score} | {shorten('<br>'.join(paragraphs(c)), share)} |" for c in report.checks]
     return "\n".join([
         f"## GPT-2 grader: {report.score}/{report.max_score} points",
         "",
@@ -91,9 +94,16 @@ def classroom_result(report: Report, workspace: Path) -> dict:
 
 
 def output(report: Report, workspace: Path) -> str:
-    """The step output `result`: base64 keeps the JSON on the one line $GITHUB_OUTPUT allows."""
-    encoded = base64.b64encode(json.dumps(classroom_result(report, workspace)).encode()).decode()
-    return f"result={encoded}"
+    """The step output `result`, base64 JSON (the reporter's format), in a block with a random
+    delimiter that no text before it can have opened or closed; it starts on a line of its own."""
+    encoded = base64.b64encode(json.dumps(classroom_result(report, workspace), allow_nan=False).encode()).decode()
+    delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
+    return f"\nresult<<{delimiter}\n{encoded}\n{delimiter}"
+
+
+def shorten(text: str, limit: int) -> str:
+    encoded = text.encode()
+    return text if len(encoded) <= limit else encoded[: limit - 3].decode(errors="ignore") + "..."
 
 
 def under_actions(environ: Mapping[str, str]) -> bool:

@@ -8,4 +8,4 @@ from ..results import Report
 
 
 def render(report: Report) -> str:
-    return json.dumps(report.to_dict(), indent=2)
+    return json.dumps(report.to_dict(), indent=2, allow_nan=False)

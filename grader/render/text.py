@@ -76,6 +76,8 @@ def render(report: Report) -> Group:
     counts = {status: sum(c.status == status for c in report.checks) for status in STYLES}
     summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
     parts.append(Text(f"score {report.score}/{report.max_score} ({summary}); random inputs from seed {report.seed} (--seed)", style="bold"))
+    if report.sandbox:
+        parts.append(Text(report.sandbox, style="dim"))
     return Group(*parts)
 
 

@@ -1,0 +1,257 @@
+"""The operating system's confinement of one check's process (Linux): runs in the learner's process.
+
+Applied in each forked check process before the learner's package is imported:
+
+- the grader drops root for an unprivileged user (nobody), keeping only the capability to read
+  and search files, which Landlock then limits to the allow-list below;
+- Landlock (a small ctypes layer over its three system calls, since no maintained binding covers
+  its network and scope rules) allows reading only the Python installation, its site-packages
+  minus the reference's libraries, the learner's package and the learner-side modules of the
+  grader; writing only the check's own scratch directory; no TCP connection or bind; no signal
+  or abstract unix socket reaching a process outside the check;
+- fork bombs are bounded with RLIMIT_NPROC when the check runs as its own user.
+
+The fork server (`learner.serve`) is the check's child subreaper and kills whatever the check
+left behind; the parent validates everything the check writes. `status()` says which layers hold
+on this machine, so every report can say `sandbox: on` or `sandbox: off (why)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # every architecture
+LANDLOCK_CREATE_RULESET_VERSION = 1
+RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
+PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 38, 36
+
+# Filesystem access rights, by the ABI version that introduced them.
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR, MAKE_REG = 1 << 4, 1 << 5, 1 << 6, 1 << 7, 1 << 8
+MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 9, 1 << 10, 1 << 11, 1 << 12
+REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+FS_RIGHTS = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+
+READ = READ_FILE | READ_DIR | EXECUTE
+FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # the rights a rule on a file may carry
+SCRATCH = READ | WRITE_FILE | MAKE_REG | REMOVE_FILE | MAKE_DIR | REMOVE_DIR | TRUNCATE
+
+FORBIDDEN_PACKAGES = ("transformer_lens", "transformers")  # the reference's libraries
+LEARNER_SIDE = ("__init__.py", "wire.py", "learner.py", "sandbox.py", "drivers")  # the grader files a check may read
+SYSTEM_READABLE = (
+    *("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/etc/ld.so.cache"),  # shared libraries, loaded on first use
+    *("/dev/null", "/dev/urandom", "/dev/zero"),
+    *("/proc/cpuinfo", "/sys/devices/system/cpu"),  # torch's CPU detection
+)
+UNPRIVILEGED = 65534  # nobody
+CAP_DAC_READ_SEARCH = 2
+CHECK_PROCESSES = 512  # tasks (threads included) the check's user may have: torch's pools fit, a fork bomb does not
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def _syscall(number: int, *args) -> int:
+    assert _libc is not None
+    result = _libc.syscall(ctypes.c_long(number), *args)
+    if result < 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))
+    return result
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when it has none (or this is not Linux)."""
+    if _libc is None:
+        return 0
+    try:
+        return _syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    except OSError:
+        return 0
+
+
+@dataclass(frozen=True)
+class Status:
+    """Whether checks run confined on this machine, and why not when they do not."""
+
+    on: bool
+    reason: str  # the layers in force, or why there is no sandbox
+
+    def describe(self) -> str:
+        return f"sandbox: on ({self.reason})" if self.on else f"sandbox: off ({self.reason})"
+
+
+def status() -> Status:
+    """What `confine` will do here, decided without confining anything."""
+    if os.environ.get("GPT2_GRADER_SANDBOX") == "off":
+        return Status(False, "GPT2_GRADER_SANDBOX=off")
+    if sys.platform != "linux":
+        return Status(False, f"no sandbox on {sys.platform}: checks run as your own user")
+    abi = landlock_abi()
+    if abi < 4:
+        return Status(False, f"the kernel's Landlock ABI is {abi or 'absent'}, and the sandbox needs 4 (Linux 6.7)")
+    layers = [f"Landlock ABI {abi}: files, TCP" + (", signals" if abi >= 6 else "")]
+    layers.append("user nobody" if os.geteuid() == 0 else "your own user")
+    return Status(True, "; ".join(layers))
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What one check's process may touch."""
+
+    readable: tuple[Path, ...]  # directories and files, read and execute
+    listable: tuple[Path, ...]  # directories whose names (only) may be read: imports list them
+    writable: Path  # the check's scratch directory
+
+
+def python_paths() -> list[Path]:
+    """The interpreter's standard library and every directory its imports search, as they are now."""
+    paths = {Path(sysconfig.get_paths()[key]) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    paths |= {Path(entry) for entry in sys.path if entry}
+    return sorted(path.resolve() for path in paths if path.is_dir())
+
+
+def forbidden_paths(package: Path) -> set[Path]:
+    """What no check may read: the reference's libraries, the grader (but its learner side), the solutions."""
+    grader = Path(__file__).resolve().parent
+    forbidden = {grader, grader.parent / "solutions"} - {package}
+    for directory in python_paths():
+        forbidden |= {entry.resolve() for entry in directory.iterdir() if _is_forbidden(entry.name)}
+    return forbidden
+
+
+def _is_forbidden(name: str) -> bool:
+    stem = name.split("-")[0].split(".")[0].lower()
+    return stem in FORBIDDEN_PACKAGES
+
+
+def _without(path: Path, forbidden: set[Path]) -> list[Path]:
+    """`path`, or, when something forbidden lies beneath it, its other entries, recursively."""
+    if path in forbidden:
+        return []
+    if not any(path in f.parents for f in forbidden):
+        return [path]
+    return [granted for entry in sorted(path.iterdir()) for granted in _without(entry.resolve(), forbidden)]
+
+
+def readable_paths(package: Path) -> list[Path]:
+    """The allow-list: the interpreter, site-packages without the reference, the package, the learner side."""
+    grader = Path(__file__).resolve().parent
+    forbidden = forbidden_paths(package)
+    readable = [granted for directory in python_paths() if directory != grader.parent for granted in _without(directory, forbidden)]
+    readable += [grader / name for name in LEARNER_SIDE]
+    return readable + [package, *(Path(p) for p in SYSTEM_READABLE if os.path.exists(p))]
+
+
+def policy_for(package: Path, scratch: Path) -> Policy:
+    """The check's allow-list; the directories split around what is forbidden stay listable."""
+    forbidden = forbidden_paths(package)
+    roots = python_paths()
+    listable = {parent for path in forbidden for parent in path.parents if any(parent == r or r in parent.parents for r in roots)}
+    grader = Path(__file__).resolve().parent
+    return Policy(tuple(readable_paths(package)), tuple(sorted(listable | {grader})), scratch)
+
+
+def confine(policy: Policy) -> None:
+    """Confine this process, for good, to `policy` (see the module's docstring). Linux only."""
+    if os.geteuid() == 0:
+        _drop_root(policy.writable)
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _landlock(policy)
+
+
+def _drop_root(writable: Path) -> None:
+    import resource
+
+    os.chown(writable, UNPRIVILEGED, UNPRIVILEGED)
+    resource.setrlimit(resource.RLIMIT_NPROC, (CHECK_PROCESSES, CHECK_PROCESSES))
+    _libc.prctl(8, 1, 0, 0, 0)  # PR_SET_KEEPCAPS: keep the permitted set across setuid
+    os.setgroups([])
+    os.setresgid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+    os.setresuid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+    # Reading and searching only: the interpreter may live under a home directory nobody cannot enter.
+    keep = 1 << CAP_DAC_READ_SEARCH
+    data = (_CapData * 2)(_CapData(keep, keep, 0), _CapData(0, 0, 0))
+    if _libc.capset(ctypes.byref(_CapHeader(0x20080522, 0)), data) != 0:  # _LINUX_CAPABILITY_VERSION_3
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _landlock(policy: Policy) -> None:
+    abi = landlock_abi()
+    handled_fs = FS_RIGHTS[max(v for v in FS_RIGHTS if v <= abi)]
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    attr = _RulesetAttr(handled_fs, NET_BIND_TCP | NET_CONNECT_TCP, scoped)
+    ruleset = _syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    try:
+        for path in policy.readable:
+            _allow(ruleset, path, READ & handled_fs)
+        for path in policy.listable:
+            _allow(ruleset, path, READ_DIR)
+        _allow(ruleset, policy.writable, SCRATCH & handled_fs)
+        _syscall(LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    finally:
+        os.close(ruleset)
+
+
+def _allow(ruleset: int, path: Path, rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # nothing there: nothing to allow
+    try:
+        if not os.path.isdir(path):
+            rights &= FILE_ONLY
+        rule = _PathBeneathAttr(rights, fd)
+        _syscall(LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0))
+    finally:
+        os.close(fd)
+
+
+def become_subreaper() -> None:
+    """Orphans of this process's descendants become its children, so none can escape a cleanup."""
+    if _libc is not None:
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def end_descendants() -> None:
+    """Kill and reap every process this one has started, daemons included: as the subreaper, this
+    process inherits each orphan, so the loop ends only when none is left."""
+    import psutil
+
+    for _ in range(1000):
+        children = psutil.Process().children(recursive=True)
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        with contextlib.suppress(ChildProcessError):
+            while hasattr(os, "WNOHANG") and os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        if not children:
+            return
+        time.sleep(0.001)

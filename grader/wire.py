@@ -1,0 +1,243 @@
+"""The wire format between the grader and a check's process: messages, statuses and tensor names.
+
+A leaf module shared by every process (no torch, no numpy). The grader writes a `Request` as one
+JSON line; the check's process writes its reply as JSON into its scratch directory, and its
+tensors as `outputs.safetensors` beside it. The learner's code runs in that process and may have
+written anything there, so the grader reads every reply through `parse_reply`, which never
+raises: a reply that is not what it should be is a `BadReply` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, TypeAdapter, ValidationError
+
+# What a check's process says about its run. "timeout", "crashed" and "memory" are never in a
+# reply: the fork server and the grader decide them from the process's end.
+Status = Literal["ran", "todo", "error", "weights", "forbidden"]
+Ending = Literal["answered", "timeout", "crashed", "memory"]
+REPLY_FILE, OUTPUTS_FILE, PRINTED_FILE = "reply.json", "outputs.safetensors", "printed.txt"
+MAX_REPLY_BYTES = 8 * 2**20
+MAX_TEXT = 2000  # characters of one message from the learner's side
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def clean_text(text: str, limit: int = MAX_TEXT) -> str:
+    """Control characters and lone surrogates replaced, at most `limit` characters: safe to print anywhere."""
+    text = _UNPRINTABLE.sub("\ufffd", text)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+Text = Annotated[str, AfterValidator(clean_text)]
+
+
+# --- tensor names -------------------------------------------------------------------------------
+# The inputs file of one check (`inputs/<check>.safetensors`) and the check's outputs file.
+
+
+def arg_key(case: str, i: int) -> str:
+    return f"{case}/arg{i}"
+
+
+def override_key(case: str, parameter: str) -> str:
+    return f"{case}/override/{parameter}"
+
+
+def extra_key(case: str, name: str) -> str:
+    return f"{case}/{name}"
+
+
+def output_key(case: str) -> str:
+    return f"{case}/out"
+
+
+def capture_key(case: str, i: int) -> str:
+    return f"{case}/capture/{i}"
+
+
+def arg_after_key(case: str, i: int) -> str:
+    return f"{case}/arg{i}_after"
+
+
+# The expected file holds every check's answers, each under the check's id.
+
+
+def expected_key(check: str, case: str) -> str:
+    return f"{check}/{case}"
+
+
+def step_key(case: str, label: str) -> str:
+    return f"{case}/step/{label}"
+
+
+def mistake_key(case: str, i: int) -> str:
+    return f"{case}/mistake/{i}"
+
+
+# --- the request --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    file: str
+    name: str
+    method: str | None
+    driver: str | None
+    fast_init: bool = True
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One case as the reference cache's meta.json describes it."""
+
+    name: str
+    args: int
+    weights: str | None
+    overrides: list[str]
+    hint: str = ""
+    steps: list[str] = field(default_factory=list)
+    mistakes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Capture:
+    modes: list[str]  # "locals", "modules"
+    keep: list[str]  # the modes whose values travel back
+
+
+@dataclass(frozen=True)
+class Request:
+    package: str
+    check: str
+    target: TargetSpec
+    cases: list[CaseSpec]
+    weights: str  # the reference weights file
+    inputs: str  # this check's inputs file
+    scratch: str  # the only directory the check may write: its reply and outputs
+    timeout: float
+    memory_bytes: int  # 0: no limit
+    watch_inputs: bool = False
+    capture: Capture | None = None
+    sandbox: bool = True  # confine the check's process (see `grader.sandbox`)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+REQUEST = TypeAdapter(Request)
+
+
+def parse_request(line: str) -> Request:
+    return REQUEST.validate_json(line)
+
+
+# --- the reply ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Place:
+    file: Text
+    line: int | None = None
+    code: Text = ""
+
+
+@dataclass(frozen=True)
+class WeightFacts:
+    missing: list[Text]
+    unexpected: list[Text]
+    misshapen: dict[Text, list[list[int]]]
+    suggestions: dict[Text, list[Text]]
+
+
+@dataclass(frozen=True)
+class BadOutput:
+    case: Text
+    problem: Text
+
+
+@dataclass(frozen=True)
+class Record:
+    """A tensor the learner's code named (`locals`) or a submodule output (`modules`)."""
+
+    kind: Literal["locals", "modules"]
+    tag: Text
+    name: Text
+    shape: list[int]
+    saved: int | None  # its index among the captures in the outputs file, when kept
+
+
+@dataclass(frozen=True)
+class ParameterShape:
+    tag: Text
+    name: Text
+    shape: list[int]
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: Status
+    outputs: list[Text] = field(default_factory=list)  # the cases completed, in order
+    error: Text = ""
+    where: Place | None = None  # where an exception came from in the learner's files
+    target_where: Place | None = None  # where the learner defined the function under test
+    weights: WeightFacts | None = None
+    bad_output: BadOutput | None = None
+    param_counts: dict[Text, int] = field(default_factory=dict)
+    captures: dict[Text, list[Record]] = field(default_factory=dict)
+    parameters: list[ParameterShape] = field(default_factory=list)
+
+
+REPLY = TypeAdapter(Reply)
+
+
+@dataclass(frozen=True)
+class BadReply:
+    reason: str
+
+
+def parse_reply(raw: bytes, cases: list[CaseSpec]) -> Reply | BadReply:
+    """The reply, checked against what was asked: known cases, in order, each once; every case
+    answered when the status says the run went through."""
+    try:
+        reply = REPLY.validate_json(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the reply"
+        return BadReply(clean_text(f"the check's reply is malformed ({where}: {first['msg']})", 300))
+    names = [case.name for case in cases]
+    if reply.outputs != names[: len(reply.outputs)]:
+        return BadReply("the check's reply names outputs that were not asked for")
+    if reply.status == "ran" and reply.bad_output is None and len(reply.outputs) != len(names):
+        return BadReply(f"the check's process gave no output for {names[len(reply.outputs)]}")
+    return reply
+
+
+def read_reply(scratch: Path, cases: list[CaseSpec]) -> Reply | BadReply:
+    """The reply file of a check's scratch directory: a regular file (never a link), of bounded size."""
+    try:
+        fd = os.open(scratch / REPLY_FILE, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return BadReply("the check's process ended without a reply")
+    with os.fdopen(fd, "rb") as handle:
+        raw = handle.read(MAX_REPLY_BYTES + 1)
+    if len(raw) > MAX_REPLY_BYTES:
+        return BadReply(f"the check's reply is larger than {MAX_REPLY_BYTES // 2**20} MB")
+    return parse_reply(raw, cases)
+
+
+@dataclass(frozen=True)
+class WorkerAnswer:
+    """What the fork server says about one check's process once it has ended."""
+
+    ending: Ending
+    reason: Text = ""
+
+
+WORKER_ANSWER = TypeAdapter(WorkerAnswer)
+
