@@ -1,0 +1,94 @@
+"""Training a GPT-2-style model: the next-token loss, AdamW with GPT-2's weight decay, a warm-up and
+cosine schedule, one optimisation step, evaluation, and the loop that ties them together."""
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import einops
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+NO_DECAY = ("W_E", "W_pos")  # the embeddings: matrices by shape, looked up rather than multiplied
+
+
+def next_token_loss(logits: Float[Tensor, "batch posn d_vocab"], tokens: Int[Tensor, "batch posn"]) -> Float[Tensor, ""]:
+    """The cross-entropy of predicting each next token, averaged over the batch and every position.
+
+    Shapes: logits (batch, posn, d_vocab), tokens (batch, posn) -> a scalar (0-d tensor).
+    Trap: the logits at position t predict token t + 1, so drop the last logits and the first token.
+    """
+    # TODO: implement this (see the docstring above)
+    raise NotImplementedError()
+
+
+def make_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW whose weight decay applies to the matrices only (every W_ but the embeddings W_E and
+    W_pos, W_U included); biases, LayerNorm's w and b and the embeddings get none.
+
+    Shapes: two parameter groups, every trainable parameter in exactly one.
+    Trap: b_Q, b_K and b_V are 2-D and W_E is a matrix: decide by name, not by p.ndim.
+    """
+    # TODO: implement this (see the docstring above)
+    raise NotImplementedError()
+
+
+def lr_at(step: int, warmup: int, total: int, max_lr: float, min_lr: float) -> float:
+    """The learning rate at `step` (counted from 0): a linear warm-up reaching max_lr at step
+    warmup - 1, then a cosine decay from max_lr at step warmup to min_lr at step total, then min_lr.
+
+    Shapes: numbers in, a float out.
+    Trap: step 0 must already train: the warm-up gives max_lr * (step + 1) / warmup.
+    """
+    # TODO: implement this (see the docstring above)
+    raise NotImplementedError()
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Int[Tensor, "batch posn"], clip: float) -> float:
+    """One optimisation step on one batch: zero the gradients, forward, next_token_loss, backward,
+    clip the gradients' global norm to `clip`, step. Returns the loss before the step.
+
+    Shapes: batch (batch, posn) -> a float.
+    Trap: clip after backward and before the step; without zero_grad the gradients accumulate.
+    """
+    # TODO: implement this (see the docstring above)
+    raise NotImplementedError()
+
+
+def evaluate(model: nn.Module, batches: Iterable[Int[Tensor, "batch posn"]]) -> tuple[float, float]:
+    """The mean next-token loss over the batches, and the fraction of next tokens that are the
+    logits' argmax: in eval mode (no dropout) and under torch.inference_mode (no graph).
+
+    Shapes: batches of (batch, posn), all the same shape -> (loss, accuracy), two floats.
+    Trap: model.eval() and inference_mode are both needed; the accuracy is shifted like the loss.
+    """
+    # TODO: implement this (see the docstring above)
+    raise NotImplementedError()
+
+
+@dataclass
+class TrainingArgs:
+    max_lr: float = 3e-3
+    min_lr: float = 3e-4
+    warmup: int = 10
+    weight_decay: float = 0.1
+    clip: float = 1.0
+    progress: bool = True  # show a progress bar
+
+
+class Trainer:
+    def __init__(self, model: nn.Module, args: TrainingArgs):
+        self.model, self.args = model, args
+        self.optimizer = make_optimizer(model, args.max_lr, args.weight_decay)
+        self.losses: list[float] = []
+
+    def fit(self, batches: Int[Tensor, "step batch posn"]) -> list[float]:
+        """One train_step per batch, each group's learning rate set from lr_at before every step,
+        with a progress bar when args.progress. Returns (and keeps in self.losses) every step's loss.
+
+        Shapes: batches (step, batch, posn) -> a list of step floats.
+        Trap: set the learning rate of every parameter group, not only the first.
+        """
+        # TODO: implement this (see the docstring above)
+        raise NotImplementedError()

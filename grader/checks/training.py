@@ -1,0 +1,322 @@
+"""Part 4: training. The learner's loss, optimiser, schedule, step and evaluation, then the learner's
+own loop training a tiny Transformer on the standard library's documentation, offline.
+
+Every expected answer is the grader's own, from first principles: the cross-entropy written out,
+the parameter groups from the parameters' names, the schedule's formula, an SGD step taken by hand
+on the stand-in `TinyLM` (grader/drivers/training.py) from the same seed. The outcome check asks
+for a held-out loss, computed by the grader, below what the corpus's unigram frequencies give.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..compare import CaseComparison, validate
+from ..drivers.training import PARAMETER_NAMES, TINY
+from . import Case, Check, Target, Tolerance
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ..reference import Reference
+
+EMBEDDINGS = ("W_E", "W_pos")
+OUTCOME = {"steps": 200, "batch_size": 16, "posn": TINY["n_ctx"], "d_vocab": 2048, "held_out_batches": 8, "seed": 0}
+HYPERPARAMETERS = {"max_lr": 1e-2, "min_lr": 1e-3, "warmup": 10, "weight_decay": 0.1, "clip": 1.0}
+OUTCOME_TIMEOUT = 300.0  # seconds; the solutions take 30 to 90 on 2 busy cores (README, Part 4)
+FIRST_PRINCIPLES = "the grader's own computation"
+OUTCOME_CASE = "stdlib_docs"
+
+
+def scalar(value: float) -> Tensor:
+    import torch
+
+    return torch.tensor(value, dtype=torch.float64)
+
+
+# --- next_token_loss ----------------------------------------------------------------------------
+
+
+def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """-log softmax(logits)[target] at every position, written out: logsumexp minus the target's logit."""
+    return logits.logsumexp(dim=-1) - logits.gather(-1, targets[..., None])[..., 0]
+
+
+def next_token_loss_cases(ref: Reference) -> list[Case]:
+    import torch
+
+    d_vocab = 11
+    cases = []
+    for name, (batch, posn) in (("random", (2, 6)), ("confident", (3, 5)), ("longer", (1, 9))):
+        tokens = torch.randint(0, d_vocab, (batch, posn), generator=ref.generator)
+        logits = 2 * torch.randn(batch, posn, d_vocab, generator=ref.generator, dtype=torch.float64)
+        if name == "confident":  # a model that has learnt: each position's logits favour the next token
+            logits[:, :-1].scatter_add_(-1, tokens[:, 1:, None], torch.full((batch, posn - 1, 1), 6.0, dtype=torch.float64))
+        logits = logits.float()
+        right = cross_entropy(logits[:, :-1], tokens[:, 1:])
+        mistakes = {
+            "no shift: the logits at position t predict token t + 1, so compare logits[:, :-1] with tokens[:, 1:]": cross_entropy(logits, tokens).mean(),
+            "only the last position is scored: average the loss over every position": cross_entropy(logits[:, -2], tokens[:, -1]).mean(),
+            "shifted the wrong way: logits[:, 1:] against tokens[:, :-1] predicts the past": cross_entropy(logits[:, 1:], tokens[:, :-1]).mean(),
+            "the loss is summed: take the mean over the batch and the positions": right.sum(),
+            "the sign is wrong: the loss is minus the log-probability": -right.mean(),
+        }
+        cases.append(Case(name, [logits, tokens], right.mean(), mistakes=mistakes))
+    return cases
+
+
+# --- make_optimizer -----------------------------------------------------------------------------
+
+
+def decayed_by_name(name: str) -> bool:
+    leaf = name.rsplit(".", 1)[-1]
+    return leaf.startswith("W_") and leaf not in EMBEDDINGS
+
+
+def group_rows(decayed, weight_decay: float, lr: float) -> Tensor:
+    """[groups holding it, weight decay, lr] per parameter, in PARAMETER_NAMES order."""
+    import torch
+
+    return torch.tensor([[1.0, weight_decay if decayed(name) else 0.0, lr] for name in PARAMETER_NAMES], dtype=torch.float64)
+
+
+def make_optimizer_cases(ref: Reference) -> list[Case]:
+    import torch
+
+    shapes = {name: param.shape for name, param in ref.parameters().items()}
+    tiny = {name for name in shapes if not name.startswith("blocks.") or int(name.split(".")[1]) < TINY["n_layers"]}
+    assert tiny == set(PARAMETER_NAMES), f"GPT-2's parameters are not named as PARAMETER_NAMES: {sorted(tiny ^ set(PARAMETER_NAMES))}"
+    lr, weight_decay = 3e-4, 0.1
+    mistakes = {
+        "weight decay on every parameter: biases, LayerNorm's w and b and the embeddings get none": group_rows(lambda _: True, weight_decay, lr),
+        "decay chosen by p.ndim >= 2: b_Q, b_K and b_V are 2-D and W_E, W_pos are embeddings; decide by name": group_rows(lambda n: len(shapes[n]) >= 2, weight_decay, lr),
+        "the embeddings W_E and W_pos are decayed: only the other W_ matrices are": group_rows(lambda n: n.rsplit(".", 1)[-1].startswith("W_"), weight_decay, lr),
+        "no weight decay at all: the W_ matrices get weight_decay": group_rows(lambda _: False, weight_decay, lr),
+    }
+    args = [torch.tensor(lr), torch.tensor(weight_decay), torch.tensor(1000)]
+    return [Case("tiny_transformer", args, group_rows(decayed_by_name, weight_decay, lr), mistakes=mistakes)]
+
+
+def same_groups(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> CaseComparison:
+    """Every parameter in one group with the right decay and lr; the message names the first few that are not."""
+    invalid = validate(actual, expected)
+    if invalid:
+        return invalid
+    close = np.isclose(actual, expected, rtol=1e-6, atol=1e-12)
+    wrong = []
+    for name, (count, decay, lr), ok in zip(PARAMETER_NAMES, actual, close.all(axis=1)):
+        if ok:
+            continue
+        if count != 1:
+            wrong.append(f"{name} is in {int(count)} groups")
+        else:
+            wrong.append(f"{name} has weight decay {decay:g} and lr {lr:g}")
+    message = "; ".join(wrong[:4]) + (f" (and {len(wrong) - 4} more)" if len(wrong) > 4 else "")
+    shapes = {"actual_shape": list(actual.shape), "expected_shape": list(expected.shape)}
+    return CaseComparison(not wrong, message, float(np.abs(actual - expected).max()), float(close.mean()), **shapes)
+
+
+# --- lr_at --------------------------------------------------------------------------------------
+
+
+def schedule(steps: list[int], warmup: int, total: int, max_lr: float, min_lr: float, *, warm=None, progress=None, floor=True) -> Tensor:
+    """The warm-up and cosine schedule at each step; the keywords give its classic variants."""
+    import torch
+
+    warm = warm or (lambda step: (step + 1) / warmup)
+    progress = progress or (lambda step: (step - warmup) / (total - warmup))
+    rates = []
+    for step in steps:
+        if step < warmup:
+            rates.append(max_lr * warm(step))
+        elif step >= total and floor:
+            rates.append(min_lr)
+        else:
+            rates.append(min_lr + 0.5 * (1 + math.cos(math.pi * progress(step))) * (max_lr - min_lr))
+    return torch.tensor(rates, dtype=torch.float64)
+
+
+def lr_at_cases(ref: Reference) -> list[Case]:
+    import torch
+
+    cases = []
+    for name, (warmup, total, max_lr, min_lr) in (("gpt2_like", (10, 100, 6e-4, 6e-5)), ("short", (2, 6, 1e-2, 1e-3))):
+        steps = sorted({0, 1, warmup - 1, warmup, warmup + 1, (warmup + total) // 2, total - 1, total, total + 3, 2 * total})
+        shape = (warmup, total, max_lr, min_lr)
+        mistakes = {
+            "the warm-up is off by one: step 0 must already train, max_lr * (step + 1) / warmup": schedule(steps, *shape, warm=lambda s: s / warmup),
+            "the cosine decays to 0: it ends at min_lr": schedule(steps, warmup, total, max_lr, 0.0),
+            "the cosine starts at step 0: its progress is (step - warmup) / (total - warmup)": schedule(steps, *shape, progress=lambda s: s / total),
+            "no floor after total steps: from step total on the rate is min_lr": schedule(steps, *shape, floor=False),
+        }
+        args = [torch.tensor(steps), torch.tensor(shape, dtype=torch.float64)]
+        cases.append(Case(name, args, schedule(steps, *shape), mistakes=mistakes))
+    return cases
+
+
+# --- train_step ---------------------------------------------------------------------------------
+
+
+def grader_steps(batches: Tensor, clip: float, lr: float, *, zero: str = "before", clip_at: str = "global") -> Tensor:
+    """TinyLM trained by hand with SGD, one step per batch: [losses, every parameter after].
+
+    zero: "before" (right), "never", "after_backward"; clip_at: "global" (right), "none", "each".
+    """
+    import torch
+
+    from ..drivers.tiny_lm import TinyLM, flat_parameters
+
+    model = TinyLM()
+    params = list(model.parameters())
+    losses = []
+    for batch in batches:
+        if zero == "before":
+            for param in params:
+                param.grad = None
+        loss = cross_entropy(model(batch)[:, :-1], batch[:, 1:]).mean()
+        loss.backward()
+        if zero == "after_backward":
+            for param in params:
+                param.grad.zero_()
+        with torch.no_grad():
+            norms = [param.grad.norm() for param in params]
+            total = torch.stack(norms).norm()
+            for param, norm in zip(params, norms):
+                if clip_at != "none":
+                    param.grad.mul_(min(1.0, clip / (float(total if clip_at == "global" else norm) + 1e-6)))
+                param.sub_(lr * param.grad)
+        losses.append(loss.item())
+    return torch.cat([torch.tensor(losses), flat_parameters(model)]).double()
+
+
+def first_gradient_norm(batch: Tensor) -> float:
+    from ..drivers.tiny_lm import TinyLM
+
+    model = TinyLM()
+    cross_entropy(model(batch)[:, :-1], batch[:, 1:]).mean().backward()
+    return float(sum(param.grad.pow(2).sum() for param in model.parameters()) ** 0.5)
+
+
+def train_step_cases(ref: Reference) -> list[Case]:
+    import torch
+
+    from ..drivers.tiny_lm import TinyLM
+
+    d_vocab, lr = TinyLM().embed.W_E.shape[0], 0.5
+    batches = torch.randint(0, d_vocab, (3, 4, 6), generator=ref.generator)
+    clip = 0.5 * first_gradient_norm(batches[0])  # so that clipping acts, at least on the first step
+    mistakes = {
+        "the step used unclipped gradients: clip_grad_norm_ goes after backward() and before optimizer.step()": grader_steps(batches, clip, lr, clip_at="none"),
+        "zero_grad is missing: the gradients of every step accumulate, so zero them before backward()": grader_steps(batches, clip, lr, zero="never"),
+        "zero_grad comes after backward(): the step sees zero gradients": grader_steps(batches, clip, lr, zero="after_backward"),
+        "each parameter is clipped alone: clip the norm of all the gradients together": grader_steps(batches, clip, lr, clip_at="each"),
+    }
+    args = [batches, torch.tensor(clip), torch.tensor(lr)]
+    return [Case("tiny_lm_sgd", args, grader_steps(batches, clip, lr), mistakes=mistakes)]
+
+
+# --- evaluate -----------------------------------------------------------------------------------
+
+
+def evaluate_cases(ref: Reference) -> list[Case]:
+    import torch
+
+    from ..drivers.tiny_lm import TinyLM
+
+    model = TinyLM(dropout=0.5).eval()
+    batches = torch.randint(0, model.embed.W_E.shape[0], (3, 4, 7), generator=ref.generator)
+    with torch.no_grad():
+        logits = [model(batch) for batch in batches]
+
+    def loss_and_accuracy(shift: int) -> Tensor:
+        end = logits[0].shape[1] - shift
+        loss = torch.stack([cross_entropy(x[:, :end], b[:, shift:]).mean() for x, b in zip(logits, batches)]).mean()
+        hits = torch.stack([(x[:, :end].argmax(-1) == b[:, shift:]).double().mean() for x, b in zip(logits, batches)]).mean()
+        return torch.stack([loss.double(), hits])
+
+    right = loss_and_accuracy(shift=1)
+    values_mistakes = {
+        "no shift: the logits at position t predict token t + 1": loss_and_accuracy(shift=0),
+        "the accuracy is not shifted: compare argmax(logits[:, :-1]) with tokens[:, 1:]": torch.stack([right[0], loss_and_accuracy(shift=0)[1]]),
+        "the loss is summed over batches: take their mean": torch.stack([right[0] * len(batches), right[1]]),
+    }
+    mode_mistakes = {
+        "model.eval() is missing: dropout stays on while evaluating": torch.tensor([1.0, 0.0], dtype=torch.float64),
+        "torch.inference_mode() is missing: evaluation builds the autograd graph": torch.tensor([0.0, 1.0], dtype=torch.float64),
+        "model.eval() and torch.inference_mode() are both missing": torch.tensor([1.0, 1.0], dtype=torch.float64),
+    }
+    return [
+        Case("mode", [batches, torch.tensor(1)], torch.zeros(2, dtype=torch.float64), mistakes=mode_mistakes),
+        Case("loss_and_accuracy", [batches, torch.tensor(0)], right, mistakes=values_mistakes),
+    ]
+
+
+# --- the outcome: the learner's loop trains the learner's model ---------------------------------
+
+
+def unigram_loss(train: Tensor, held_out: Tensor, d_vocab: int) -> float:
+    """The held-out loss of the training text's token frequencies (add-one smoothed): what a model
+    that ignores every previous token can reach at best, near enough."""
+    counts = train.flatten().bincount(minlength=d_vocab).double() + 1
+    return float(-(counts / counts.sum()).log()[held_out[:, :, 1:]].mean())
+
+
+def outcome_cases(ref: Reference) -> list[Case]:
+    import torch
+
+    from .. import corpus as stdlib_corpus
+
+    text = stdlib_corpus.build(ref.tokenizer).capped(OUTCOME["d_vocab"])
+    train = stdlib_corpus.batches(text.train, OUTCOME["steps"], OUTCOME["batch_size"], OUTCOME["posn"], OUTCOME["seed"])
+    held_out = stdlib_corpus.consecutive_batches(text.held_out, OUTCOME["held_out_batches"], OUTCOME["batch_size"], OUTCOME["posn"])
+    threshold = unigram_loss(train, held_out, text.d_vocab)
+    hyper = torch.tensor([*HYPERPARAMETERS.values(), text.d_vocab], dtype=torch.float64)
+    expected = torch.tensor([threshold, math.log(text.d_vocab), *([0.0] * OUTCOME["steps"])], dtype=torch.float64)
+    hint = "the model learnt little beyond token frequencies: check that training.next_token_loss and training.train_step pass"
+    return [Case(OUTCOME_CASE, [hyper], expected, hint=hint, extra={"train": train, "held_out": held_out})]
+
+
+def below_threshold(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> CaseComparison:
+    """Passes when the held-out loss (actual[0]) is below the threshold (expected[0]); actual[1] is seconds."""
+    invalid = validate(actual, expected)
+    if invalid:
+        return invalid
+    loss, seconds, threshold, untrained = actual[0], actual[1], expected[0], expected[1]
+    losses = actual[2:]
+    curve = f"training loss {losses[0]:.2f} at the first step, {losses[-10:].mean():.2f} over the last ten"
+    message = f"held-out loss {loss:.3f}, the unigram frequencies give {threshold:.3f} and an untrained model about {untrained:.2f}; {curve}; {seconds:.0f} s"
+    shapes = {"actual_shape": list(actual.shape), "expected_shape": list(expected.shape)}
+    return CaseComparison(bool(loss < threshold), message, float(loss - threshold), **shapes)
+
+
+def outcome_notes(reply: dict) -> list[str]:
+    """The curve and the time of a passing run, for every report (the HTML one included)."""
+    actual, threshold = reply["outputs"][OUTCOME_CASE], reply["expected"][OUTCOME_CASE][0]
+    losses = actual[2:]
+    marks = "▁▂▃▄▅▆▇█"
+    low, high = losses.min(), losses.max()
+    spark = "".join(marks[int((value - low) / (high - low + 1e-9) * (len(marks) - 1))] for value in losses[:: max(1, len(losses) // 40)])
+    return [
+        f"held-out loss {actual[0]:.3f} (to beat: {threshold:.3f}, the unigram frequencies) after {len(losses)} steps in {actual[1]:.0f} s",
+        f"training loss {losses[0]:.2f} {spark} {losses[-1]:.2f}",
+    ]
+
+
+def training(name: str, driver: str | None, method: str | None = None) -> Target:
+    return Target("training", name, method, driver=driver and f"grader.drivers.training:{driver}")
+
+
+CHECKS = (
+    Check("training.next_token_loss", "training", 1, training("next_token_loss", None), "the next-token loss", next_token_loss_cases, tolerance=Tolerance(atol=1e-5, rtol=1e-5), expected_from=FIRST_PRINCIPLES),
+    Check("training.make_optimizer", "training", 1, training("make_optimizer", "groups"), "AdamW with decay on the matrices only", make_optimizer_cases, comparison=same_groups, expected_from=FIRST_PRINCIPLES),
+    Check("training.lr_at", "training", 1, training("lr_at", "schedule"), "warm-up and cosine decay", lr_at_cases, tolerance=Tolerance(atol=1e-12, rtol=1e-9), expected_from=FIRST_PRINCIPLES),
+    Check("training.train_step", "training", 2, training("train_step", "steps"), "one optimisation step", train_step_cases, tolerance=Tolerance(atol=1e-5, rtol=1e-5), expected_from=FIRST_PRINCIPLES),
+    Check("training.evaluate", "training", 1, training("evaluate", "evaluation"), "evaluation: loss and accuracy", evaluate_cases, tolerance=Tolerance(atol=1e-5, rtol=1e-5), expected_from=FIRST_PRINCIPLES),
+    Check(
+        "training.trainer", "training", 3, training("Trainer", "outcome", "fit"), "the loop trains a tiny Transformer",
+        outcome_cases, comparison=below_threshold, notes=outcome_notes, expected_from="the bar to clear", min_timeout=OUTCOME_TIMEOUT,
+    ),
+)
