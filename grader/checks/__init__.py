@@ -83,9 +83,10 @@ class Check:
     capture: tuple[str, ...] = ()  # what the learner's process records for diagnosis: "locals", "modules"
     notes: Callable[[dict[str, Any]], list[str]] | None = None
     expected_from: str = "GPT-2"  # where the expected values come from, as failure messages say
+    min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
 
 
-PARTS = ("model", "sampling", "interp")  # modules of this package, each with a CHECKS tuple, in course order
+PARTS = ("model", "sampling", "interp", "training")  # modules of this package, each with a CHECKS tuple, in course order
 
 
 def registry() -> tuple[Check, ...]:
