@@ -40,6 +40,7 @@ class Options:
     reference: str  # the kind prepared by the batch: "gpt2" or "random"
     timeout: float  # per check
     submission_timeout: float
+    sandbox_flags: tuple[str, ...] = ()  # passed on to grade: --require-sandbox
 
 
 @dataclass
@@ -70,6 +71,24 @@ def missing_files(exercises: Path, checks: Sequence) -> list[str]:
     return sorted({f"{check.target.file}.py" for check in checks if not (exercises / f"{check.target.file}.py").is_file()})
 
 
+def symlinks_in(submission: Path, exercises: Path) -> list[str]:
+    """Every symbolic link at or under `exercises`, relative to the submission: a link could hand
+    the grader a file of the grading machine as if it were the learner's."""
+    if exercises.is_symlink():
+        return ["exercises"]
+    if not exercises.is_dir():
+        return []
+    return sorted(str(path.relative_to(submission)) for path in exercises.rglob("*") if path.is_symlink())
+
+
+def spreadsheet_safe(cell: object) -> object:
+    """A text cell a spreadsheet shows as text: one starting with =, +, -, @ (or a tab or carriage
+    return) would be read as a formula, so it gets a leading apostrophe."""
+    if isinstance(cell, str) and cell[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + cell
+    return cell
+
+
 def kill_group(process: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
@@ -92,15 +111,19 @@ def run_in_own_group(command: list[str], seconds: float, env: dict) -> tuple[int
 def grade_submission(submission: Path, checks: Sequence, options: Options) -> Submission:
     """Grade a copy of the submission's exercises/ with this checkout's `grade`, in its own process group."""
     exercises = submission / "exercises"
+    links = symlinks_in(submission, exercises)
+    if links:
+        return Submission(submission.name, error=f"symbolic links are not accepted: {', '.join(links[:3])}")
     if not (exercises / "__init__.py").is_file():
         return Submission(submission.name, error="no exercises/ package (exercises/__init__.py is missing)")
     with tempfile.TemporaryDirectory(prefix="gpt2-batch-") as scratch:
         package, report_path = Path(scratch) / "exercises", Path(scratch) / "report.json"
         try:
-            shutil.copytree(exercises, package, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(exercises, package, ignore=shutil.ignore_patterns("__pycache__"))
         except OSError as error:
             return Submission(submission.name, error=f"could not copy exercises/: {error}")
-        command = [sys.executable, "-m", "grader", *options.check_ids, "--exercises", str(package), "--reference", options.reference, "--timeout", str(options.timeout), "--json", str(report_path)]
+        command = [sys.executable, "-m", "grader", *options.check_ids, "--exercises", str(package), "--reference", options.reference]
+        command += ["--timeout", str(options.timeout), "--json", str(report_path), *options.sandbox_flags]
         # One torch thread each: the parallelism is the jobs', and threads that lose their core spin.
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         try:
@@ -132,7 +155,8 @@ def write_gradebook(path: Path, results: list[Submission], checks: Sequence) -> 
         writer = csv.writer(handle)
         writer.writerow(["submission", *(check.id for check in checks), "score", "max_score", "error"])
         for result in results:
-            writer.writerow([result.name, *(result.statuses.get(check.id, "") for check in checks), result.score, max_score, result.error])
+            row = [result.name, *(result.statuses.get(check.id, "") for check in checks), result.score, max_score, result.error]
+            writer.writerow([spreadsheet_safe(cell) for cell in row])
 
 
 def parser() -> argparse.ArgumentParser:
@@ -144,6 +168,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N", help="submissions graded at once (default: the number of cores)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (as grade)")
     p.add_argument("--submission-timeout", type=float, metavar="SECONDS", help="time allowed per submission (default: the per-check time for every check, plus two minutes)")
     return p
 
@@ -167,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         checks = select(args.checks)
     except UnknownCheck as error:
         return usage(str(error))
+    from .sandbox import status
+
+    if args.require_sandbox and not status().on:
+        return usage(f"--require-sandbox, and there is none: {status().describe()}")
     submissions = submissions_in(args.submissions)
     if not submissions:
         return usage(f"{args.submissions} has no submission directories")
@@ -181,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     results_dir.mkdir(parents=True, exist_ok=True)
     max_score = sum(check.points for check in checks)
     submission_timeout = args.submission_timeout or args.timeout * len(checks) + 120
-    options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout)
+    sandbox_flags = ("--require-sandbox",) if args.require_sandbox else ()
+    options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout, sandbox_flags)
 
     def done(result: Submission) -> None:
         (results_dir / f"{result.name}.json").write_text(json.dumps(result.to_dict(max_score), indent=2) + "\n")

@@ -409,8 +409,9 @@ def failure_reply(error: BaseException, package: Path) -> dict:
     return {"status": "error", "error": one_line(error), "where": where or None}
 
 
-def run_check(request: Request, confine: bool) -> None:
-    """One check in this process, start to finish: its reply and outputs land in its scratch directory."""
+def run_check(request: Request, forked: bool) -> None:
+    """One check in this process, start to finish: its reply and outputs land in its scratch directory.
+    In a fork of its own it is also capped in memory and, when asked, confined."""
     from safetensors import safe_open
 
     package_path = Path(request.package).resolve()
@@ -418,7 +419,9 @@ def run_check(request: Request, confine: bool) -> None:
     try:
         # Opened before confinement: the check reads the reference only through these two handles.
         with safe_open(request.weights, "pt") as weights, safe_open(request.inputs, "pt") as inputs:
-            if confine:
+            if forked:
+                limit_memory(request.memory_bytes)  # after the mmap of the weights, which reading them costs nothing
+            if forked and request.sandbox:
                 sandbox.confine(sandbox.policy_for(package_path, scratch))
             solutions = Path(__file__).resolve().parent.parent / "solutions"
             install_guards([] if package_path == solutions else [solutions])
@@ -460,9 +463,8 @@ def check_process(request: Request, answer_fd: int) -> None:
         os.dup2(printed, 2)
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
-        limit_memory(request.memory_bytes)
         use_scratch_for_temporary_files(Path(request.scratch))
-        run_check(request, confine=request.sandbox)
+        run_check(request, forked=True)
     finally:
         os._exit(0)
 
@@ -525,7 +527,7 @@ def exit_reason(status: int) -> str:
 
 def run_one(request: Request, answer_fd: int) -> wire.WorkerAnswer:
     if not FORKS:  # the check runs here; the grader restarts this process for the next package
-        run_check(request, confine=False)
+        run_check(request, forked=False)
         sandbox.end_descendants()
         return wire.WorkerAnswer("answered")
     pid = os.fork()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 STATUSES = ("pass", "fail", "todo", "error", "timeout")
 
@@ -58,6 +58,13 @@ class Report:
     @property
     def passed(self) -> bool:
         return all(c.status == "pass" for c in self.checks)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Report:
+        """The report `to_dict` (or `grade --json`) wrote."""
+        known = {f.name for f in fields(CheckResult)}
+        checks = [CheckResult(**{key: value for key, value in check.items() if key in known}) for check in data["checks"]]
+        return cls(data["reference"], data["package"], checks, data.get("fallback_reason"), data.get("seed", 0), data.get("sandbox", ""))
 
     def to_dict(self) -> dict:
         return {

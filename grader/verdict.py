@@ -68,6 +68,9 @@ def verdict(evidence: Evidence, result: CheckResult, where: wire.Place | None) -
         return _set(result, "fail", reply.error + at(where))
     if outcome.status == "weights" and reply.weights:
         return _set(result, "fail", weights_message(reply.weights))
+    unanswered = [name for name in reply.outputs if wire.output_key(name) not in outcome.outputs]
+    if unanswered:
+        return _set(result, "error", f"the check's process gave no output for {unanswered[0]}")
     failure = first_failing_case(evidence, result)
     if outcome.status == "todo":
         return _set(result, "todo", f"{check.target.label} is not implemented yet" + at(where, code=False))
