@@ -131,12 +131,16 @@ def request_for(package: Path, check: Check, reference: ReferenceData, scratch: 
         weights=str(reference.weights_path),
         inputs=str(reference.inputs_path(check.id)),
         scratch=str(scratch),
-        timeout=limits.timeout,
+        timeout=check_timeout(check, limits),
         memory_bytes=int(limits.memory_gb * 2**30),
         watch_inputs=check.watch_inputs,
         capture=capture_request(check, limits.trace),
         sandbox=limits.sandbox and sandbox.status().on,
     )
+
+
+def check_timeout(check: Check, limits: Limits) -> float:
+    return max(limits.timeout, check.min_timeout or 0.0)
 
 
 def capture_request(check: Check, trace: bool) -> wire.Capture | None:
@@ -216,10 +220,10 @@ class LearnerProcesses:
         request = request_for(package, check, self.reference, scratch, self.limits)
         started = time.monotonic()
         try:
-            answer = self.worker.ask(request, self.limits.timeout + GRACE)
+            answer = self.worker.ask(request, request.timeout + GRACE)
         except TimeoutError:
             self._drop_worker()
-            answer = wire.WorkerAnswer("timeout", f"no answer within {self.limits.timeout:g} s (an infinite loop?)")
+            answer = wire.WorkerAnswer("timeout", f"no answer within {request.timeout:g} s (an infinite loop?)")
         except WorkerGone:
             answer = wire.WorkerAnswer("crashed", self.worker.exit_reason())
             self._drop_worker()
@@ -230,7 +234,7 @@ class LearnerProcesses:
 
     def _outcome(self, answer: wire.WorkerAnswer, scratch: Path, request: wire.Request, seconds: float) -> Outcome:
         if answer.ending == "timeout":
-            return Outcome("timeout", seconds=self.limits.timeout, error=answer.reason)
+            return Outcome("timeout", seconds=request.timeout, error=answer.reason)
         if answer.ending in ("crashed", "memory"):
             return Outcome("crashed", seconds=seconds, error=answer.reason)
         reply = wire.read_reply(scratch, request.cases)
