@@ -74,6 +74,25 @@ def runner_command(line: str) -> tuple[str, dict, str] | None:
     return None
 
 
+def output_blocks(text: str) -> list[tuple[str, str]]:
+    """The `name<<DELIMITER` blocks of a $GITHUB_OUTPUT file as (name, value): the value is every line
+    up to the first line that is the delimiter, as the runner reads it."""
+    pairs, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if "<<" in line:
+            name, delimiter = line.split("<<", 1)
+            assert delimiter in lines[i + 1 :], f"the block of {name} is never closed"
+            pairs.append((name, "\n".join(lines[i + 1 : lines.index(delimiter, i + 1)])))
+    return pairs
+
+
+def classroom_result(text: str) -> dict:
+    """The one `result` block of a $GITHUB_OUTPUT file, decoded as the reporter decodes it."""
+    values = [value for name, value in output_blocks(text) if name == "result"]
+    assert len(values) == 1 and "\n" not in values[0], values
+    return json.loads(base64.b64decode(values[0], validate=True))
+
+
 def effective_commands(log: str) -> list[tuple[str, dict, str]]:
     """The commands the runner acts on (ActionCommandManager): none from `::stop-commands::TOKEN`
     until the command named TOKEN, which resumes."""
@@ -178,7 +197,7 @@ def test_nothing_printed_between_stop_and_publish_is_a_command(tmp_path):
     assert [runner_command(line) for line in log.getvalue().splitlines()].count(runner_command(FORGED_NOTICE)) == 2
     assert effective_commands(log.getvalue()) == [runner_command(line) for line in github.annotations(report, WORKSPACE)]
     assert (tmp_path / "summary.md").read_text() == github.summary(report) + "\n"
-    assert (tmp_path / "output").read_text() == github.output(report, WORKSPACE) + "\n"
+    assert classroom_result((tmp_path / "output").read_text()) == github.classroom_result(report, WORKSPACE)
     # Without the fence, the same log would carry the forged score.
     assert runner_command(FORGED_NOTICE) in effective_commands(log.getvalue().replace(f"::stop-commands::{token}", ""))
 
@@ -191,9 +210,7 @@ def test_publish_names_what_it_could_not_write(tmp_path):
 
 def test_classroom_result_decodes_to_the_reporter_schema_with_the_totals():
     report = sample_report()
-    name, _, encoded = github.output(report, WORKSPACE).partition("=")
-    assert name == "result" and "\n" not in encoded
-    result = json.loads(base64.b64decode(encoded, validate=True))
+    result = classroom_result(github.output(report, WORKSPACE))
     jsonschema.validate(result, schema("classroom-result.schema.json"))
     assert (result["version"], result["status"], result["max_score"]) == (1, "fail", 13)
     assert sum(t["score"] for t in result["tests"]) == report.score == 4
