@@ -13,7 +13,9 @@ from torch import Tensor, nn
 NO_DECAY = ("W_E", "W_pos")  # the embeddings: matrices by shape, looked up rather than multiplied
 
 
-def next_token_loss(logits: Float[Tensor, "batch posn d_vocab"], tokens: Int[Tensor, "batch posn"]) -> Float[Tensor, ""]:
+def next_token_loss(
+    logits: Float[Tensor, "batch posn d_vocab"], tokens: Int[Tensor, "batch posn"]
+) -> Float[Tensor, ""]:
     """The cross-entropy of predicting each next token, averaged over the batch and every position.
 
     Shapes: logits (batch, posn, d_vocab), tokens (batch, posn) -> a scalar (0-d tensor).
@@ -62,7 +64,9 @@ def lr_at(step: int, warmup: int, total: int, max_lr: float, min_lr: float) -> f
     ### END SOLUTION
 
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Int[Tensor, "batch posn"], clip: float) -> float:
+def train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, batch: Int[Tensor, "batch posn"], clip: float
+) -> float:
     """One optimisation step on one batch: zero the gradients, forward, next_token_loss, backward,
     clip the gradients' global norm to `clip`, step. Returns the loss before the step.
 
@@ -101,8 +105,8 @@ def evaluate(model: nn.Module, batches: Iterable[Int[Tensor, "batch posn"]]) -> 
 
 @dataclass
 class TrainingArgs:
-    max_lr: float = 3e-3
-    min_lr: float = 3e-4
+    max_lr: float = 1e-2  # for this part's tiny models; GPT-2 small itself was trained at 6e-4
+    min_lr: float = 1e-3
     warmup: int = 10
     weight_decay: float = 0.1
     clip: float = 1.0
