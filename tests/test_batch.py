@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 import jsonschema
+import psutil
 import pytest
 
 from conftest import REPO, SOLUTIONS, write_variant
 
+from grader import sandbox
 from grader.checks import registry
 
 MODEL = [check.id for check in registry() if check.part == "model"]
@@ -97,10 +99,22 @@ def test_a_submission_missing_modules_is_graded_on_what_it_has(batch):
 
 
 def test_submissions_that_cannot_be_graded_get_a_row_with_their_error(batch):
-    empty, killer = batch["rows"]["empty"], batch["rows"]["killer"]
-    assert "no exercises/" in empty["error"] and "stopped without a report" in killer["error"]
-    for row in (empty, killer):
-        assert row["score"] == "0" and all(row[check] == "" for check in MODEL)
+    empty = batch["rows"]["empty"]
+    assert "no exercises/" in empty["error"]
+    assert empty["score"] == "0" and all(empty[check] == "" for check in MODEL)
+
+
+def test_a_submission_that_kills_its_grading(batch):
+    """Confined, the signal never reaches the grading: the checks that run the killing line error.
+    Unconfined, it kills its own grading process and the row says so."""
+    killer = batch["rows"]["killer"]
+    if sandbox.status().on:
+        uses_embed = ("embed", "transformer")
+        assert {check: killer[check] for check in MODEL} == {c: "error" if c in uses_embed else "pass" for c in MODEL}
+        assert killer["error"] == ""
+    else:
+        assert "stopped without a report" in killer["error"]
+        assert killer["score"] == "0" and all(killer[check] == "" for check in MODEL)
 
 
 def test_only_the_submission_exercises_are_read(batch):
@@ -120,28 +134,23 @@ def test_one_json_result_per_submission(batch):
             assert {check["id"]: check["status"] for check in result["report"]["checks"]} == {check: row[check] for check in MODEL}
 
 
-def process_gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")  # dead, waiting for a parent that may never reap it
+def stuck_processes() -> list[int]:
+    return [p.pid for p in psutil.process_iter(["name", "status"]) if p.info["name"] == "gpt2-stuck" and p.info["status"] != "zombie"]
 
 
 def test_a_submission_past_its_time_limit_is_stopped_with_its_processes(reference, tmp_path):
     from grader.batch import Options, grade_submission
 
     submission = write_submission(tmp_path, "stuck", {})
-    pid_file = tmp_path / "learner.pid"
-    (submission / "exercises" / "__init__.py").write_text(f"import os\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\nwhile True:\n    pass\n")
+    name_and_loop = "import ctypes\nctypes.CDLL(None).prctl(15, b'gpt2-stuck', 0, 0, 0)\nwhile True:\n    pass\n"
+    (submission / "exercises" / "__init__.py").write_text(name_and_loop)
     options = Options(check_ids=("embed",), reference="random", timeout=60, submission_timeout=8)
     result = grade_submission(submission, [c for c in registry() if c.id == "embed"], options)
     assert result.report is None and result.error == "grading took longer than 8 s; stopped"
-    pid = int(pid_file.read_text())
     deadline = time.monotonic() + 10
-    while not process_gone(pid) and time.monotonic() < deadline:
+    while stuck_processes() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert process_gone(pid), "the learner's process outlived its submission"
+    assert stuck_processes() == [], "the learner's process outlived its submission"
 
 
 def test_bad_input_is_one_line(tmp_path):
