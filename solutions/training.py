@@ -37,11 +37,11 @@ def make_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.op
     """
     ### BEGIN SOLUTION
     decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
             continue
         leaf = name.rsplit(".", 1)[-1]
-        (decay if leaf.startswith("W_") and leaf not in NO_DECAY else no_decay).append(param)
+        (decay if leaf.startswith("W_") and leaf not in NO_DECAY else no_decay).append(parameter)
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr)
     ### END SOLUTION
@@ -92,7 +92,7 @@ def evaluate(model: nn.Module, batches: Iterable[Int[Tensor, "batch posn"]]) -> 
     Trap: model.eval() and inference_mode are both needed; the accuracy is shifted like the loss.
     """
     ### BEGIN SOLUTION
-    model.eval()
+    model.eval()  # no dropout
     losses, hits = [], []
     with torch.inference_mode():
         for batch in batches:

@@ -53,7 +53,7 @@ MISTAKES = {
     ),
     "decay chosen by ndim": (
         "training.make_optimizer",
-        [('leaf.startswith("W_") and leaf not in NO_DECAY', "param.ndim >= 2")],
+        [('leaf.startswith("W_") and leaf not in NO_DECAY', "parameter.ndim >= 2")],
         "p.ndim >= 2",
     ),
     "clipping after the step": (
@@ -66,7 +66,7 @@ MISTAKES = {
         [("    optimizer.zero_grad()\n", "")],
         "gradients of every step accumulate",
     ),
-    "model.eval() missing": ("training.evaluate", [("    model.eval()\n", "")], "model.eval() is missing"),
+    "model.eval() missing": ("training.evaluate", [("    model.eval()  # no dropout\n", "")], "model.eval() is missing"),
     "inference_mode missing": (
         "training.evaluate",
         [("with torch.inference_mode():", "with torch.enable_grad():")],

@@ -100,7 +100,7 @@ def next_token_loss_cases(ref: Reference) -> list[Case]:
 
 
 def decayed_by_name(name: str) -> bool:
-    leaf = name.rsplit(".", 1)[-1]
+    leaf = name.split(".")[-1]
     return leaf.startswith("W_") and leaf not in EMBEDDINGS
 
 
@@ -163,12 +163,8 @@ def schedule(
     progress = progress or (lambda step: (step - warmup) / (total - warmup))
     rates = []
     for step in steps:
-        if step < warmup:
-            rates.append(max_lr * warm(step))
-        elif step >= total and floor:
-            rates.append(min_lr)
-        else:
-            rates.append(min_lr + 0.5 * (1 + math.cos(math.pi * progress(step))) * (max_lr - min_lr))
+        cosine = min_lr + 0.5 * (1 + math.cos(math.pi * progress(step))) * (max_lr - min_lr)
+        rates.append(max_lr * warm(step) if step < warmup else min_lr if step >= total and floor else cosine)
     return torch.tensor(rates, dtype=torch.float64)
 
 
@@ -207,12 +203,12 @@ def grader_steps(batches: Tensor, clip: float, lr: float, *, zero: str = "before
     model = TinyLM()
     params = list(model.parameters())
     losses = []
-    for batch in batches:
+    for tokens in batches:
         if zero == "before":
             for param in params:
                 param.grad = None
-        loss = cross_entropy(model(batch)[:, :-1], batch[:, 1:]).mean()
-        loss.backward()
+        step_loss = cross_entropy(model(tokens)[:, :-1], tokens[:, 1:]).mean()
+        step_loss.backward()
         if zero == "after_backward":
             for param in params:
                 param.grad.zero_()
@@ -223,7 +219,7 @@ def grader_steps(batches: Tensor, clip: float, lr: float, *, zero: str = "before
                 if clip_at != "none":
                     param.grad.mul_(min(1.0, clip / (float(total if clip_at == "global" else norm) + 1e-6)))
                 param.sub_(lr * param.grad)
-        losses.append(loss.item())
+        losses.append(step_loss.item())
     return torch.cat([torch.tensor(losses), flat_parameters(model)]).double()
 
 

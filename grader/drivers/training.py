@@ -155,8 +155,8 @@ def held_out_loss(model: nn.Module, batches: Tensor) -> float:
     import torch
     from torch import nn
 
-    model.eval()
-    with torch.inference_mode():
+    model.train(False)
+    with torch.no_grad():
         losses = [
             nn.functional.cross_entropy(model(batch)[:, :-1].flatten(0, 1), batch[:, 1:].flatten())
             for batch in batches
