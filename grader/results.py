@@ -33,6 +33,14 @@ class CheckResult:
     def score(self) -> int:
         return self.max_score if self.status == "pass" else 0
 
+    def diagnosis(self) -> list[str]:
+        """What the grader says of this check, in the one order and wording every format shows: the
+        message, where the computation first leaves the reference, then what to do next (which names
+        the likely mistake). A report built by hand may carry a hint without a next step: still named."""
+        next_step = self.next_step or (f"most likely: {self.hint}" if self.hint else "")
+        said = (self.message, self.divergence and f"where: {self.divergence}", next_step and f"next: {next_step}")
+        return [line for line in said if line]
+
     def to_dict(self) -> dict:
         fields = {key: value for key, value in asdict(self).items() if key != "figures"}
         return {"score": self.score, **fields, "max_abs_diff": finite_or_none(self.max_abs_diff)}

@@ -49,7 +49,11 @@ def learner_file(report: Report, check: CheckResult, workspace: Path) -> str:
 def annotations(report: Report, workspace: Path) -> list[str]:
     """An error at the learner's line for each failing check, then the score as a notice."""
     errors = [
-        command("error", check.message, file=learner_file(report, check, workspace), line=check.line, title=f"{check.id}: {check.status}, {check.score}/{check.max_score} points")
+        command(
+            "error", "\n".join(check.diagnosis()),  # escaped onto one line; GitHub shows the lines again
+            file=learner_file(report, check, workspace), line=check.line,
+            title=f"{check.id}: {check.status}, {check.score}/{check.max_score} points",
+        )
         for check in report.checks
         if check.status in FAILING
     ]
@@ -81,7 +85,7 @@ def classroom_result(report: Report, workspace: Path) -> dict:
             "name": check.id,
             "status": CLASSROOM_STATUS[check.status],
             "score": check.score,
-            "message": check.message,
+            "message": "\n".join(check.diagnosis()),
             "line_no": check.line,
             "filename": learner_file(report, check, workspace),
             "duration": check.seconds,

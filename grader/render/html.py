@@ -86,7 +86,8 @@ def results_table(report: Report) -> str:
     rows = []
     for check in report.checks:
         diff = "" if check.max_abs_diff is None else f"{check.max_abs_diff:.2e}"
-        said = "<br>".join(escape(line) for line in (check.message, *check.notes, check.next_step and f"next: {check.next_step}") if line)
+        lines = [line for text in (*check.diagnosis(), *check.notes) for line in text.splitlines() if line.strip()]
+        said = "<br>".join(escape(line) for line in lines)
         rows.append(f'<tr><td>{escape(check.id)}</td><td class="{check.status}">{check.status.upper()}</td><td>{check.score}/{check.max_score}</td><td>{diff}</td><td>{said}</td></tr>')
     return f"<table><tr><th>check</th><th>status</th><th>points</th><th>max abs diff</th><th>message</th></tr>{''.join(rows)}</table>"
 

@@ -43,7 +43,8 @@ def testcase(suite: ElementTree.Element, check: CheckResult) -> None:
     outcome = OUTCOMES.get(check.status)
     if outcome:
         element = ElementTree.SubElement(case, outcome, message=xml_text(check.message), type=check.status)
-        element.text = xml_text(check.message)
+        # The attribute stays the message (readers show it as the title); the text is the whole diagnosis.
+        element.text = xml_text("\n".join(check.diagnosis()))
     if check.notes:
         ElementTree.SubElement(case, "system-out").text = xml_text("\n".join(check.notes))
 

@@ -16,5 +16,5 @@ def literal(line: str) -> str:
 
 
 def paragraphs(check: CheckResult) -> list[str]:
-    """Each line of the check's message and notes, made literal."""
-    return [literal(line) for text in (check.message, *check.notes) for line in text.splitlines() if line.strip()]
+    """Each line of the check's diagnosis and notes, made literal: a divergence names the learner's own tensors."""
+    return [literal(line) for text in (*check.diagnosis(), *check.notes) for line in text.splitlines() if line.strip()]

@@ -41,8 +41,7 @@ def messages(report: Report) -> list[Text]:
     """One paragraph per check that has something to say, below the table."""
     lines = []
     for check in report.checks:
-        said = [check.message, *check.notes, check.divergence and f"where: {check.divergence}", check.next_step and f"next: {check.next_step}"]
-        for i, line in enumerate(filter(None, said)):
+        for i, line in enumerate([*check.diagnosis(), *check.notes]):
             label = f"{check.id} ({check.status}): " if i == 0 else " " * (len(check.id) + 2)
             lines.append(Text.assemble((label, STYLES[check.status] if i == 0 else ""), line))
     return lines
