@@ -97,21 +97,31 @@ def first_failing_case(evidence: Evidence, result: CheckResult) -> Failure | Non
     """Compare every case the learner's code completed; the first that fails.
 
     A case with a hint (an input built to expose one mistake) names that mistake only when no
-    ordinary case fails too.
+    ordinary case fails too. Once one fails, `max_abs_diff` is that case's, the number its message
+    gives, not the largest over every case.
     """
     check = evidence.check
     compare = check.comparison or allclose
-    failures = []
+    failures, diffs = [], {}
     for name in evidence.reply.outputs:
         comparison: CaseComparison = compare(evidence.output(name), evidence.expected[name], check.tolerance)
         if result.actual_shape is None:
             result.actual_shape, result.expected_shape = comparison.actual_shape, comparison.expected_shape
+        diffs[name] = comparison.max_abs_diff
         if comparison.max_abs_diff is not None:
             result.max_abs_diff = max(result.max_abs_diff or 0.0, comparison.max_abs_diff)
         if not comparison.ok:
             failures.append(Failure(name, f"differs from {check.expected_from} on {name}: {comparison.message}", True))
         elif modified_input(evidence, name):
             failures.append(Failure(name, f"the output is right but {check.target.label} modified its input in place on {name} (use x = x + ..., not x += ...)", False))
+    failure = reported_failure(evidence, failures)
+    if failure:
+        result.max_abs_diff = diffs[failure.case]
+    return failure
+
+
+def reported_failure(evidence: Evidence, failures: list[Failure]) -> Failure | None:
+    """The failure the message tells of: the first ordinary one, else the first hinted one with its hint."""
     hinted = [f for f in failures if evidence.cases[f.case].hint]
     if failures and len(hinted) == len(failures):
         first = failures[0]
