@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     results_dir = args.results or args.csv.with_name(f"{args.csv.stem}-results")
     results_dir.mkdir(parents=True, exist_ok=True)
     max_score = sum(check.points for check in checks)
-    submission_timeout = args.submission_timeout or args.timeout * len(checks) + 120
+    submission_timeout = args.submission_timeout or sum(max(args.timeout, c.min_timeout or 0) for c in checks) + 120
     sandbox_flags = ("--require-sandbox",) if args.require_sandbox else ()
     options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout, sandbox_flags)
 

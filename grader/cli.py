@@ -62,7 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     if not (package / "__init__.py").is_file():
         print(f"grade: {package} is not a Python package (no __init__.py)", file=sys.stderr)
         return 2
-    return grade(checks, package.resolve(), args)
+    try:
+        return grade(checks, package.resolve(), args)
+    except KeyboardInterrupt:
+        from . import sandbox
+
+        sandbox.end_descendants()  # the worker and the check it was running; a half-built cache entry is only staging
+        print("grade: interrupted: nothing was written", file=sys.stderr)
+        return 130
 
 
 def grade(checks, package: Path, args) -> int:
