@@ -1,15 +1,18 @@
 """The learner's process: runs the learner's code and sends back nothing but tensors and facts.
 
-Started by `runner.Worker` as `python -m grader.learner FD`. It reads one `wire.Request` per line
-on stdin and, once the check's process has ended, answers with one `wire.WorkerAnswer` line on
-file descriptor FD. The check's process writes its reply and its outputs into the check's scratch
+Started by `runner.Worker` as `python -m grader.learner`. It says `wire.READY` once torch is
+imported, then reads one `wire.Request` per line on stdin and, once the check's process has ended,
+answers with one `wire.WorkerAnswer` line on its stdout (everything else printed goes to stderr). The check's process writes its reply and its outputs into the check's scratch
 directory, where the grader reads and validates them: it imports the learner's package under a
 private name, never the reference, and every comparison happens in the grader.
 
-On Linux this process is a fork server that never runs learner code itself: it imports torch
-once, then runs each check in a forked copy of itself, confined by `grader.sandbox`, within a
-deadline and a memory limit for the check's processes as a whole, and kills whatever the check
-started once it ends. Elsewhere checks run in this process in turn, unconfined.
+When the request says `fork` (Linux) this process is a fork server that never runs learner code
+itself: it imports torch once, then runs each check in a forked copy of itself, confined by
+`grader.sandbox`, within a deadline and a memory limit for the check's processes as a whole, and
+kills whatever the check started once it ends. Otherwise checks run in this process in turn,
+unconfined; the grader enforces their timeouts and replaces this process when one ends it.
+
+The learner's modules, weights and inputs go to the request's device; outputs come back on the CPU.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import importlib.abc
 import importlib.util
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -32,7 +36,9 @@ from .wire import CaseSpec, Capture, Request
 
 PACKAGE_NAME = "learner_package"
 FORBIDDEN_IMPORTS = ("transformer_lens", "transformers", "solutions")
-FORKS = sys.platform == "linux"  # fork after importing torch is well-trodden there (DataLoader)
+# torch's words for tensors on two devices: cuda's kernels, and the checks of meta and mps tensors
+DEVICE_MIXUP = re.compile(r"Expected all tensors to be on the same device|is not on the expected device")
+DEVICE_NAME = re.compile(r"\b(?:cpu|cuda|mps|meta|xpu)(?::\d+)?\b")
 RANDOM_FILLS = ("normal_", "uniform_", "bernoulli_", "exponential_", "cauchy_", "log_normal_", "geometric_", "random_")
 
 
@@ -93,6 +99,38 @@ class LearnerPackage:
         return self.attribute("config", "Config")()
 
 
+class DeviceUnavailable(Exception):
+    """`grade --device` asked for a device this machine's torch does not have."""
+
+
+def resolve_device(requested: str):
+    """The torch device of a request: `auto` is cuda, else mps, else cpu. On CUDA, TF32 is off, so
+    matrix products keep float32's precision and the tolerances mean what they say."""
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    found = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": bool(mps and mps.is_available())}
+    name = next(d for d in ("cuda", "mps", "cpu") if found[d]) if requested == "auto" else requested
+    if not found.get(name):
+        raise DeviceUnavailable(f"--device {name}: this machine's torch {torch.__version__} finds no {name} device")
+    if name == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return torch.device(name, 0) if name != "cpu" else torch.device("cpu")  # cuda:0, as tensors name it
+
+
+def device_mixup(error: BaseException, device) -> str | None:
+    """What a learner can act on, for torch's error about tensors on two devices; None for others."""
+    text = str(error)
+    if not isinstance(error, RuntimeError) or not DEVICE_MIXUP.search(text):
+        return None
+    inputs = str(device) if device is not None else "cpu"
+    other = next((d for d in DEVICE_NAME.findall(text) if d.split(":")[0] != inputs.split(":")[0]), None)
+    if other is None:
+        return None
+    return f"your code created a tensor on {other} while the inputs are on {inputs}: create it on the input's device (device=x.device)"
+
+
 class WeightsMismatch(Exception):
     def __init__(self, facts: dict):
         super().__init__("weights do not fit")
@@ -150,8 +188,9 @@ class CaseContext:
     """What a driver gets for one case: the learner's package, the case's tensors, and a way to
     build the learner's modules loaded with reference weights (memoised per weights and overrides)."""
 
-    def __init__(self, package: LearnerPackage, target: dict, weights, inputs, reply: dict):
+    def __init__(self, package: LearnerPackage, target: dict, weights, inputs, reply: dict, device=None):
         self.package, self.target, self.weights, self.inputs, self.reply = package, target, weights, inputs, reply
+        self.device = device or "cpu"
         self.case = CaseSpec("", 0, None, [])
         self.captured: list = []  # the recorded tensors of this case, when they are kept
         self._built: dict = {}
@@ -161,11 +200,11 @@ class CaseContext:
 
     @property
     def args(self) -> list:
-        return [self.inputs.get_tensor(wire.arg_key(self.case.name, i)) for i in range(self.case.args)]
+        return [self.inputs.get_tensor(wire.arg_key(self.case.name, i)).to(self.device) for i in range(self.case.args)]
 
     def tensor(self, name: str):
         """An extra input tensor of this case (a `Case.extra` of the check)."""
-        return self.inputs.get_tensor(wire.extra_key(self.case.name, name))
+        return self.inputs.get_tensor(wire.extra_key(self.case.name, name)).to(self.device)
 
     def module(self, cls):
         """`cls(Config())` of the learner's package, loaded with this case's reference weights."""
@@ -183,7 +222,7 @@ class CaseContext:
             }
             self.reply["weights"] = load_weights(module, sources)
             self.reply["param_counts"] = param_counts(module)
-            self._built[memo] = module
+            self._built[memo] = module.to(self.device)  # loaded on the CPU, where the weights are read
         return self._built[memo]
 
 
@@ -289,7 +328,7 @@ class Recorder:
         saved = None
         if kind in self.keep:
             saved = len(self.kept)
-            self.kept.append(value.detach())
+            self.kept.append(value.detach().cpu())  # recorded on the device, kept in the CPU's memory
         self.records.append({"kind": kind, "tag": tag, "name": name, "shape": list(value.shape), "saved": saved})
 
     def __enter__(self):
@@ -342,7 +381,11 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> d
 
     reply: dict = {"outputs": [], "param_counts": {}}
     target = asdict(request.target)
-    ctx = CaseContext(package, target, weights, inputs, reply)
+    try:
+        device = resolve_device(request.device)
+    except DeviceUnavailable as error:
+        return {**reply, "status": "error", "error": str(error)}
+    ctx = CaseContext(package, target, weights, inputs, reply, device)
     drive = driver_for(target)
     if drive is call_target and request.capture:
         drive = functools.partial(call_target, capture=request.capture)
@@ -354,21 +397,21 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> d
             torch.manual_seed(0)  # anything random in the learner's code repeats from run to run
             with torch.no_grad():
                 result = drive(ctx, args)
-            problem = output_problem(result, args)
+            problem = output_problem(result, args, from_driver=bool(target.get("driver")))
             if problem:
                 reply["bad_output"] = {"case": case.name, "problem": problem}
                 break
-            outputs[wire.output_key(case.name)] = result.detach().clone().contiguous()
+            outputs[wire.output_key(case.name)] = result.detach().cpu().clone().contiguous()
             for i, value in enumerate(ctx.captured):
                 outputs[wire.capture_key(case.name, i)] = readable(value)
             if request.watch_inputs:
                 for i, arg in enumerate(args):
-                    outputs[wire.arg_after_key(case.name, i)] = arg.detach().clone().contiguous()
+                    outputs[wire.arg_after_key(case.name, i)] = arg.detach().cpu().clone().contiguous()
             reply["outputs"].append(case.name)
     except WeightsMismatch as mismatch:
         reply.update(status="weights", weights=mismatch.facts)
     except BaseException as error:  # learner code may raise SystemExit or KeyboardInterrupt too
-        reply.update(failure_reply(error, package.path))
+        reply.update(failure_reply(error, package.path, device))
     if outputs:
         save_file(outputs, str(Path(request.scratch) / wire.OUTPUTS_FILE))
     reply.setdefault("status", "ran")
@@ -383,22 +426,26 @@ def readable(value):
     return value.float() if value.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2) else value
 
 
-def output_problem(result, args: list) -> str | None:
-    """Why `result` cannot be compared at all, or None. Values are judged in the parent."""
+def output_problem(result, args: list, from_driver: bool = False) -> str | None:
+    """Why `result` cannot be compared at all, or None. Values are judged in the parent. A driver
+    (grader code) may sum up on the CPU what the learner's code computed on another device."""
     import torch
 
     if type(result) is not torch.Tensor:
         return f"returned a {describe(result)}, not a torch.Tensor"
     device = next((arg.device for arg in args if isinstance(arg, torch.Tensor)), torch.device("cpu"))
-    if result.device != device:
+    if result.device != device and not (from_driver and result.device.type == "cpu"):
         return f"returned a tensor on {result.device}, expected {device} (the input's device)"
     if result.dtype == torch.bfloat16 or result.dtype.itemsize == 1 and result.dtype.is_floating_point:
         return f"returned {result.dtype}: compute in float32, as GPT-2 does"
     return None
 
 
-def failure_reply(error: BaseException, package: Path) -> dict:
+def failure_reply(error: BaseException, package: Path, device=None) -> dict:
     where = learner_frame(error, package)
+    mixup = device_mixup(error, device)
+    if mixup:
+        return {"status": "error", "error": mixup, "where": where or None}
     if isinstance(error, Forbidden):
         return {"status": "forbidden", "error": str(error), "where": where or None}
     if isinstance(error, PermissionError) and error.filename:
@@ -526,7 +573,7 @@ def exit_reason(status: int) -> str:
 
 
 def run_one(request: Request, answer_fd: int) -> wire.WorkerAnswer:
-    if not FORKS:  # the check runs here; the grader restarts this process for the next package
+    if not request.fork:  # the check runs here; the grader restarts this process for the next package
         run_check(request, forked=False)
         sandbox.end_descendants()
         return wire.WorkerAnswer("answered")
@@ -546,13 +593,24 @@ def preload() -> None:
             importlib.import_module(name)
 
 
-def serve(answer_fd: int) -> None:
-    answers = os.fdopen(answer_fd, "w")
+def answer_channel() -> tuple[int, object]:
+    """This process's stdout, kept for the answers; fd 1 then joins stderr (the grader's log), so
+    nothing printed here, by torch or by the learner's code run unforked, can pass for an answer."""
+    sys.stdout.flush()
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)
+    return answer_fd, os.fdopen(answer_fd, "w")
+
+
+def serve() -> None:
+    answer_fd, answers = answer_channel()
     if sys.path and Path(sys.path[0] or ".").resolve() == Path.cwd():
         sys.path.pop(0)  # `python -m` put the grader's working directory first; the learner gets none of it
     sys.dont_write_bytecode = True  # the learner's files are read, never written beside
     sandbox.become_subreaper()
     preload()
+    answers.write(wire.READY + "\n")
+    answers.flush()
     for line in sys.stdin:
         answer = run_one(wire.parse_request(line), answer_fd)
         answers.write(json.dumps(asdict(answer)) + "\n")
@@ -560,4 +618,4 @@ def serve(answer_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve()

@@ -9,7 +9,7 @@ from . import sandbox
 from .checks import Check
 from .refcache import ReferenceData, Seal
 from .results import Report
-from .runner import LearnerProcesses, Limits
+from .runner import FORK_SWITCH, LearnerProcesses, Limits
 from .verdict import judge
 
 
@@ -18,9 +18,12 @@ class ReferenceTampered(RuntimeError):
 
 
 def sandbox_line(limits: Limits) -> str:
+    """The report's last line; `limits` settled (`Limits.settled`): only a fork is ever confined."""
     status = sandbox.status()
     if status.on and not limits.sandbox:
         return "sandbox: off (--no-sandbox)"
+    if status.on and not limits.fork:
+        return f"sandbox: off ({FORK_SWITCH}=0: checks run without forks, in one unconfined process)"
     return status.describe()
 
 
@@ -38,7 +41,7 @@ def grade_package(
     seal = Seal(reference)
     if processes is None:
         with LearnerProcesses(reference, limits) as own:
-            outcomes = own.run(package, list(checks))
+            limits, outcomes = own.limits, own.run(package, list(checks))
     else:
         limits, outcomes = processes.limits, processes.run(package, list(checks))
     problem = seal.broken()

@@ -1,7 +1,9 @@
 """The grader's side of the learner's process: requests out, validated replies and tensors back.
 
 One worker process (`grader.learner`) serves the checks in turn; on Linux each runs in a confined
-fork of its own. Everything a check's process leaves in its scratch directory is read as hostile:
+fork of its own, unless `GPT2_GRADER_FORK=0` asks for the path of macOS and Windows, where checks
+run in the worker itself, the worker is replaced for each package, and a check's timeout is the
+grader's to enforce (`forks_here` decides, here only; each request carries the decision). Everything a check's process leaves in its scratch directory is read as hostile:
 the reply through `wire.read_reply`, the tensors one by one, so a malformed or forged answer is
 that check's `error`, never a crash of the grading. Should the worker itself hang or die, that
 check gets `timeout` or `error` and a fresh worker serves the rest.
@@ -11,24 +13,27 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import re
-import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import sandbox, wire
 from .checks import Check
 from .refcache import ReferenceData
 
-FORKS = sys.platform == "linux"  # must agree with grader.learner, which forks only there
+FORK_SWITCH = "GPT2_GRADER_FORK"  # 0: run checks without forks on Linux too, as on macOS and Windows
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the whole model's check takes a few on a laptop
 DEFAULT_MEMORY_LIMIT_GB = 6.0  # memory a check's processes may add; the whole model needs about 1.5
-GRACE = 30.0  # the worker answers for a hung check itself; this is for a hung worker
+GRACE = 30.0  # a fork server answers for a hung check itself; this is for a hung fork server
+STARTUP_LIMIT = 300.0  # seconds for a worker to import torch: a cold start on a slow laptop or Colab
+DEVICES = ("cpu", "cuda", "mps", "auto")
 MAX_OUTPUTS_BYTES = 4 * 2**30
 
 
@@ -52,6 +57,12 @@ class WorkerGone(Exception):
     pass
 
 
+def forks_here() -> bool:
+    """Whether checks run in forks of the worker: on Linux, where fork after importing torch is
+    well-trodden (DataLoader), unless GPT2_GRADER_FORK=0. The only place that reads the switch."""
+    return sys.platform == "linux" and os.environ.get(FORK_SWITCH) != "0"
+
+
 # What learner code must not read from its environment: the CI job's files (outputs, summaries)
 # and anything that looks like a credential.
 SECRET = re.compile(r"^(GITHUB_|ACTIONS_|RUNNER_)|TOKEN|SECRET|PASSWORD|CREDENTIAL|_KEY$", re.IGNORECASE)
@@ -62,33 +73,55 @@ def learner_environment() -> dict[str, str]:
 
 
 class Worker:
+    """The learner's process. It answers on its stdout (it sends what else is printed there to the
+    log); a thread reads the answers, so waiting for one with a limit works on every platform
+    (select takes no pipes on Windows)."""
+
     def __init__(self, log):
-        answer_read, answer_write = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.learner", str(answer_write)],
+            [sys.executable, "-m", "grader.learner"],
             stdin=subprocess.PIPE,
-            stdout=log,
+            stdout=subprocess.PIPE,
             stderr=log,
-            pass_fds=(answer_write,),
             cwd=Path(__file__).resolve().parent.parent,
             text=True,
             env=learner_environment(),
         )
-        os.close(answer_write)
-        self.answers = os.fdopen(answer_read, "r")
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read_answers, daemon=True).start()
+
+    def _read_answers(self) -> None:
+        assert self.process.stdout is not None
+        line = "-"
+        while line:
+            try:
+                line = self.process.stdout.readline(wire.MAX_REPLY_BYTES)
+            except (OSError, ValueError):  # closed by `close`
+                line = ""
+            self.lines.put(line)  # "" at the end: the worker is gone
+
+    def next_line(self, timeout: float) -> str:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError() from None
+        if not line:
+            raise WorkerGone()
+        return line
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait until the worker has imported torch, so that a check's time is the check's own."""
+        if self.next_line(timeout).strip() != wire.READY:
+            raise WorkerGone()
 
     def ask(self, request: wire.Request, timeout: float) -> wire.WorkerAnswer:
         assert self.process.stdin is not None
         try:
             self.process.stdin.write(request.to_json() + "\n")
             self.process.stdin.flush()
-        except BrokenPipeError:
+        except (BrokenPipeError, OSError):  # Windows says EINVAL for a pipe whose reader is gone
             raise WorkerGone() from None
-        if not select.select([self.answers], [], [], timeout)[0]:
-            raise TimeoutError()
-        line = self.answers.readline(wire.MAX_REPLY_BYTES)
-        if not line:
-            raise WorkerGone()
+        line = self.next_line(timeout)
         try:
             return wire.WORKER_ANSWER.validate_json(line)
         except ValueError:
@@ -106,10 +139,10 @@ class Worker:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        self.answers.close()
-        if self.process.stdin:
-            with contextlib.suppress(BrokenPipeError):
-                self.process.stdin.close()
+        for stream in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):  # BrokenPipeError among them
+                if stream:
+                    stream.close()
 
 
 @dataclass(frozen=True)
@@ -119,6 +152,12 @@ class Limits:
     fast_init: bool = True  # skip the random initialisation the reference weights overwrite
     trace: bool = False  # record every tensor the learner's code names, for `grade --trace`
     sandbox: bool = True  # confine each check where the machine allows it (`sandbox.status`)
+    fork: bool | None = None  # each check in a fork of the worker; None: as `forks_here` decides
+    device: str = "cpu"  # one of DEVICES; auto: what the learner's torch finds (cuda, mps, else cpu)
+
+    def settled(self) -> Limits:
+        """These limits with the fork decision made, once, in the grader's process."""
+        return self if self.fork is not None else replace(self, fork=forks_here())
 
 
 def request_for(package: Path, check: Check, reference: ReferenceData, scratch: Path, limits: Limits) -> wire.Request:
@@ -135,7 +174,9 @@ def request_for(package: Path, check: Check, reference: ReferenceData, scratch: 
         memory_bytes=int(limits.memory_gb * 2**30),
         watch_inputs=check.watch_inputs,
         capture=capture_request(check, limits.trace),
-        sandbox=limits.sandbox and sandbox.status().on,
+        sandbox=limits.sandbox and bool(limits.fork) and sandbox.status().on,
+        fork=bool(limits.fork),
+        device=limits.device,
     )
 
 
@@ -177,13 +218,18 @@ def read_outputs(scratch: Path, reply: wire.Reply) -> dict | str:
     return outputs
 
 
+@dataclass(frozen=True)
+class TimedAnswer(wire.WorkerAnswer):
+    seconds: float = 0.0
+
+
 class LearnerProcesses:
     """The learner's side of grading for one reference: a worker process that runs checks, replaced
     when it dies or hangs. Where checks run in forks (Linux), one worker serves any number of
     packages, so grading many pays for importing torch once."""
 
     def __init__(self, reference: ReferenceData, limits: Limits = Limits()):
-        self.reference, self.limits = reference, limits
+        self.reference, self.limits = reference, limits.settled()
         self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-")
         self.log = open(Path(self.scratch.name) / "learner.log", "w")  # what the worker prints
         self.worker: Worker | None = None
@@ -207,30 +253,51 @@ class LearnerProcesses:
     def run(self, package: Path, checks: list[Check]) -> dict[str, Outcome]:
         """Every check's outcome, in order."""
         outcomes = {check.id: self._run_one(package, check) for check in checks}
-        if not FORKS:
+        if not self.limits.fork:
             self._drop_worker()  # without forks the learner's modules stay imported in the worker
         return outcomes
 
+    def _ready_worker(self) -> Worker:
+        """The worker, started and done importing torch, whose time is no check's."""
+        if self.worker is None:
+            self.start()
+            assert self.worker is not None
+            self.worker.wait_ready(STARTUP_LIMIT)
+        return self.worker
+
+    def _answer_limit(self, request: wire.Request) -> float:
+        """How long the grader waits: a fork server times its checks itself, and gets GRACE more;
+        a check that runs in the worker has only its own timeout, then the worker is killed."""
+        return request.timeout + GRACE if request.fork else request.timeout
+
     def _run_one(self, package: Path, check: Check) -> Outcome:
-        self.start()
-        assert self.worker is not None
         self.requests += 1
         scratch = Path(self.scratch.name) / f"check-{self.requests}"
         scratch.mkdir(mode=0o700)
         request = request_for(package, check, self.reference, scratch, self.limits)
+        try:
+            answer = self._ask(request)
+            return self._outcome(answer, scratch, request, answer.seconds)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _ask(self, request: wire.Request) -> TimedAnswer:
+        try:
+            worker = self._ready_worker()
+        except (TimeoutError, WorkerGone):
+            reason = self.worker.exit_reason() if self.worker and self.worker.process.poll() is not None else "it hung"
+            self._drop_worker()
+            return TimedAnswer("crashed", f"the learner's process did not start: {reason}")
         started = time.monotonic()
         try:
-            answer = self.worker.ask(request, request.timeout + GRACE)
+            answer = worker.ask(request, self._answer_limit(request))
         except TimeoutError:
             self._drop_worker()
             answer = wire.WorkerAnswer("timeout", f"no answer within {request.timeout:g} s (an infinite loop?)")
         except WorkerGone:
-            answer = wire.WorkerAnswer("crashed", self.worker.exit_reason())
+            answer = wire.WorkerAnswer("crashed", worker.exit_reason())
             self._drop_worker()
-        try:
-            return self._outcome(answer, scratch, request, time.monotonic() - started)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        return TimedAnswer(answer.ending, answer.reason, time.monotonic() - started)
 
     def _outcome(self, answer: wire.WorkerAnswer, scratch: Path, request: wire.Request, seconds: float) -> Outcome:
         if answer.ending == "timeout":

@@ -23,6 +23,7 @@ from pydantic import AfterValidator, TypeAdapter, ValidationError
 Status = Literal["ran", "todo", "error", "weights", "forbidden"]
 Ending = Literal["answered", "timeout", "crashed", "memory"]
 REPLY_FILE, OUTPUTS_FILE, PRINTED_FILE = "reply.json", "outputs.safetensors", "printed.txt"
+READY = "ready"  # the worker's first line: torch is imported, so a check's time starts with its request
 MAX_REPLY_BYTES = 8 * 2**20
 MAX_TEXT = 2000  # characters of one message from the learner's side
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -125,6 +126,8 @@ class Request:
     watch_inputs: bool = False
     capture: Capture | None = None
     sandbox: bool = True  # confine the check's process (see `grader.sandbox`)
+    fork: bool = True  # run the check in a fork of the worker (Linux); else in the worker itself
+    device: str = "cpu"  # where the learner's modules, weights and inputs go: cpu, cuda, mps or auto
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
