@@ -16,6 +16,7 @@ import os
 import queue
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,7 @@ class Outcome:
     seconds: float = 0.0
     traced: bool = False  # --trace: the reply records every tensor the learner's code named
     error: str = ""  # why, for timeout, crashed and an unreadable answer
+    printed: list[str] = field(default_factory=list)  # what the check's process printed, cleaned lines
 
     @property
     def message(self) -> str:
@@ -191,6 +193,23 @@ def capture_request(check: Check, trace: bool) -> wire.Capture | None:
     return wire.Capture(sorted(modes), list(check.capture)) if modes else None
 
 
+MAX_PRINTED_BYTES = 64 * 1024  # the report shows a few lines; more is only memory
+
+
+def read_printed(scratch: Path) -> list[str]:
+    """What the check's process printed, each line cleaned. The learner's code may have replaced the
+    file with a link or a FIFO: never followed, never blocked on; a read error is nothing printed."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        with os.fdopen(os.open(scratch / wire.PRINTED_FILE, flags), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return []
+            data = file.read(MAX_PRINTED_BYTES)
+    except OSError:
+        return []
+    return [wire.clean_text(line) for line in data.decode("utf-8", errors="replace").splitlines()]
+
+
 def read_outputs(scratch: Path, reply: wire.Reply) -> dict | str:
     """The tensors of a reply, or why they cannot be used. A case's output must be there and
     readable; a recorded tensor that is not is left out (it only feeds the diagnosis)."""
@@ -300,6 +319,11 @@ class LearnerProcesses:
         return TimedAnswer(answer.ending, answer.reason, time.monotonic() - started)
 
     def _outcome(self, answer: wire.WorkerAnswer, scratch: Path, request: wire.Request, seconds: float) -> Outcome:
+        outcome = self._answered(answer, scratch, request, seconds)
+        outcome.printed = read_printed(scratch)  # shown with the check whatever its ending: a crash's last words too
+        return outcome
+
+    def _answered(self, answer: wire.WorkerAnswer, scratch: Path, request: wire.Request, seconds: float) -> Outcome:
         if answer.ending == "timeout":
             return Outcome("timeout", seconds=request.timeout, error=answer.reason)
         if answer.ending in ("crashed", "memory"):
