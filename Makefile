@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # torch is installed before the project so nothing pulls the multi-GB CUDA build:
 # a torch wheel already on this machine (pip's find-links) if there is one, its dependencies
-# from the usual index; else PyTorch's CPU-only index.
+# from the usual index; else PyTorch's CPU-only index. Without make: python -m grader.setup.
 # On a GPU machine: make TORCH_INDEX=https://download.pytorch.org/whl/cu124
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -25,11 +25,9 @@ stubs: $(VENV)/.installed-dev
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# grader.setup holds the torch logic, for make and for `python -m grader.setup` (no make) alike.
 $(VENV)/.torch: | $(PY)
-	$(PY) -c "import torch" 2>/dev/null \
-	  || ($(PY) -m pip install --no-index --no-deps "torch==$(TORCH_VERSION)" 2>/dev/null \
-	      && $(PY) -m pip install "torch==$(TORCH_VERSION)") \
-	  || $(PY) -m pip install torch --index-url $(TORCH_INDEX) --extra-index-url https://pypi.org/simple
+	$(PY) -m grader.setup --torch-only --torch-version "$(TORCH_VERSION)" --torch-index "$(TORCH_INDEX)"
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.torch
