@@ -20,6 +20,7 @@ from markdown_it import MarkdownIt
 from conftest import REPO, write_variant
 from test_render_formats import FORGED_NOTICE, effective_commands, runner_command
 
+from grader import sandbox
 from grader.checks import registry
 
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -32,10 +33,13 @@ PINNED = re.compile(r"uses: [\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d[\w.]*")
 HOSTILE_FORWARD = f"""        ### BEGIN SOLUTION
         import os
         print({FORGED_NOTICE!r}, flush=True)
-        with open(f"/proc/{{os.getppid()}}/stat") as worker:
-            grader = worker.read().rsplit(")", 1)[1].split()[1]
-        with open(f"/proc/{{grader}}/fd/1", "w") as grader_stdout:
-            grader_stdout.write("\\n" + {FORGED_NOTICE!r} + "\\n")
+        try:  # the sandbox refuses both opens
+            with open(f"/proc/{{os.getppid()}}/stat") as worker:
+                grader = worker.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{{grader}}/fd/1", "w") as grader_stdout:
+                grader_stdout.write("\\n" + {FORGED_NOTICE!r} + "\\n")
+        except PermissionError:
+            pass
         raise ValueError({FORGED_NOTICE!r})
 """
 
@@ -165,7 +169,9 @@ def test_grade_step_under_actions_reports_and_forges_nothing(script, reference, 
     assert step.returncode == 1, log
 
     forged = runner_command(FORGED_NOTICE)
-    assert forged in [runner_command(line) for line in log.splitlines()], "the learner's line never reached the log"
+    reached = forged in [runner_command(line) for line in log.splitlines()]
+    # Confined, the learner's code cannot reach the grader's stdout at all; unconfined it can, and is fenced.
+    assert reached != sandbox.status().on, "the learner's line reached the log" if reached else "it never reached the log"
     points = {check.id: check.points for check in registry()}
     # Every check that runs the learner's Embed (embed itself, the whole model, ...) errors at the raise.
     report = json.loads((workspace / "grade-results" / "report.json").read_text())
