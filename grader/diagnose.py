@@ -41,7 +41,7 @@ def same_up_to_axis_order(actual: np.ndarray, expected: np.ndarray, tolerance: T
     return any(close(actual.transpose(order), expected, tolerance) for order in orders)
 
 
-def first_divergence(steps: list[tuple[str, np.ndarray]], candidates: list[np.ndarray], tolerance: Tolerance) -> str | None:
+def first_divergence(steps: list[tuple[str, np.ndarray]], candidates: list[np.ndarray], tolerance: Tolerance, reference: str = "GPT-2") -> str | None:
     """"q, k, v match GPT-2; attn_scores is the first step that does not", matching the learner's
     tensors to GPT-2's intermediates by value, whatever their names. None when nothing was recorded."""
     if not candidates:
@@ -50,9 +50,9 @@ def first_divergence(steps: list[tuple[str, np.ndarray]], candidates: list[np.nd
     for label, expected in steps:
         if not any(same_up_to_axis_order(candidate, expected, tolerance) for candidate in candidates):
             if not matched:
-                return f"{label}, the first step, already differs from GPT-2"
+                return f"{label}, the first step, already differs from {reference}"
             verb = "matches" if len(matched) == 1 else "match"
-            return f"{join_steps(matched)} {verb} GPT-2; {label} is the first step that does not"
+            return f"{join_steps(matched)} {verb} {reference}; {label} is the first step that does not"
         matched.append(label)
     return None
 

@@ -6,6 +6,12 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 
 STATUSES = ("pass", "fail", "todo", "error", "timeout")
+REFERENCE_NAMES = {"gpt2": "GPT-2", "random": "the random reference"}  # by Report.reference, as messages say
+
+
+def reference_name(kind: str) -> str:
+    """What messages and figures call the model graded against: a random model is never "GPT-2"."""
+    return REFERENCE_NAMES.get(kind, kind)
 
 
 @dataclass
@@ -27,6 +33,8 @@ class CheckResult:
     divergence: str | None = None  # the first of GPT-2's intermediate steps the learner's code misses
     next_step: str = ""
     trace: list[dict] = field(default_factory=list)  # {tag, name, shape, expected_shape}, with --trace
+    target: str = ""  # what the learner writes for this check, e.g. "Embed.forward"
+    printed: list[str] = field(default_factory=list)  # what the learner's code printed during the check, cleaned
     figures: dict = field(default_factory=dict)  # plain lists for the HTML report (grader.figures); not in to_dict
 
     @property

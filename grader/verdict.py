@@ -10,7 +10,7 @@ from .compare import CaseComparison, allclose, modified_in_place
 from .diagnose import expected_shape, first_divergence, matching_mistake
 from .figures import attention_patterns, difference, logit_lens_tops
 from .refcache import ReferenceData
-from .results import CheckResult
+from .results import CheckResult, reference_name
 from .runner import Outcome
 
 
@@ -32,6 +32,9 @@ class Evidence:
         self.reference_param_counts = reference.meta["param_counts"]
         self.prompt_tokens = reference.meta.get("prompt_tokens", [])
         self._reference = reference
+        self.reference_name = reference_name(reference.kind)
+        # "GPT-2" is only ever the default; a check that compares with something else keeps its own words
+        self.expected_from = self.reference_name if check.expected_from == "GPT-2" else check.expected_from
 
     def token_strings(self, ids) -> list[str]:
         """GPT-2's text of each token id (the reference's vocabulary, read only when a figure needs it)."""
@@ -60,9 +63,10 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
     where = outcome.reply.where or outcome.reply.target_where
     result.file, result.line = (where.file if where else "") or f"{check.target.file}.py", where.line if where else None
     result.trace = trace_lines(evidence)
+    result.printed, result.target = list(outcome.printed), check.target.label
     verdict(evidence, result, where)
     result.figures |= attention_patterns(evidence) | logit_lens_tops(evidence)
-    result.next_step = next_step(check, result)
+    result.next_step = next_step(check, result, evidence.expected_from)
     return result
 
 
@@ -73,7 +77,7 @@ def verdict(evidence: Evidence, result: CheckResult, where: wire.Place | None) -
     if outcome.status == "forbidden":
         return _set(result, "fail", reply.error + at(where))
     if outcome.status == "weights" and reply.weights:
-        return _set(result, "fail", weights_message(reply.weights))
+        return _set(result, "fail", weights_message(reply.weights, evidence.reference_name))
     unanswered = [name for name in reply.outputs if wire.output_key(name) not in outcome.outputs]
     if unanswered:
         return _set(result, "error", f"the check's process gave no output for {unanswered[0]}")
@@ -117,7 +121,7 @@ def first_failing_case(evidence: Evidence, result: CheckResult) -> Failure | Non
         if comparison.max_abs_diff is not None:
             result.max_abs_diff = max(result.max_abs_diff or 0.0, comparison.max_abs_diff)
         if not comparison.ok:
-            failures.append(Failure(name, f"differs from {check.expected_from} on {name}: {comparison.message}", True))
+            failures.append(Failure(name, f"differs from {evidence.expected_from} on {name}: {comparison.message}", True))
         elif modified_input(evidence, name):
             failures.append(Failure(name, f"the output is right but {check.target.label} modified its input in place on {name} (use x = x + ..., not x += ...)", False))
     failure = reported_failure(evidence, failures)
@@ -144,7 +148,7 @@ def modified_input(evidence: Evidence, case: str) -> bool:
 def diagnose(evidence: Evidence, case: str, result: CheckResult) -> None:
     tolerance = evidence.check.tolerance
     result.hint = matching_mistake(evidence.output(case), evidence.mistakes(case), tolerance)
-    result.divergence = first_divergence(evidence.steps(case), evidence.captured(case), tolerance)
+    result.divergence = first_divergence(evidence.steps(case), evidence.captured(case), tolerance, evidence.reference_name)
     result.figures |= difference(evidence, case)
 
 
@@ -165,7 +169,7 @@ def trace_lines(evidence: Evidence) -> list[dict]:
     return parameters + locals_
 
 
-def next_step(check: Check, result: CheckResult) -> str:
+def next_step(check: Check, result: CheckResult, expected_from: str) -> str:
     place = f"{result.file}:{result.line}" if result.line else result.file
     if result.status == "todo":
         return f"implement {check.target.label} ({place})"
@@ -177,16 +181,17 @@ def next_step(check: Check, result: CheckResult) -> str:
         return ""
     if result.hint:
         return f"most likely: {result.hint}"
-    return f"compare each step of {check.target.label} ({place}) with what {check.expected_from} computes: grade {check.id} --trace prints every tensor's shape"
+    return f"compare each step of {check.target.label} ({place}) with what {expected_from} computes: grade {check.id} --trace prints every tensor's shape"
 
 
-def weights_message(facts: wire.WeightFacts) -> str:
+def weights_message(facts: wire.WeightFacts, reference: str = "GPT-2") -> str:
+    owner = "GPT-2's" if reference == "GPT-2" else f"{reference}'s"
     parts = []
     for name in facts.missing:
         suggestion = facts.suggestions.get(name)
-        parts.append(f"parameter {name} is not in GPT-2's weights" + (f" (GPT-2 calls it {suggestion[0]})" if suggestion else "") + " and would keep its random initial value")
+        parts.append(f"parameter {name} is not in {owner} weights" + (f" ({reference} calls it {suggestion[0]})" if suggestion else "") + " and would keep its random initial value")
     for name, (own, theirs) in facts.misshapen.items():
-        parts.append(f"parameter {name} has shape {tuple(own)}, GPT-2's has {tuple(theirs)}")
+        parts.append(f"parameter {name} has shape {tuple(own)}, {owner} has {tuple(theirs)}")
     return "; ".join(parts)
 
 

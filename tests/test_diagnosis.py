@@ -52,14 +52,14 @@ def test_trace_of_a_failing_module_stops_where_it_failed(reference, tmp_path):
 def test_first_divergence_of_a_scaling_bug_is_the_scores(grade, tmp_path):
     package = write_variant(tmp_path, {"attention.py": [("self.apply_causal_mask(attn_scores / self.cfg.d_head**0.5)", "self.apply_causal_mask(attn_scores)")]})
     result = by_id(grade(package, "attention"))["attention"]
-    assert result.divergence == "q, k, v match GPT-2; attn_scores is the first step that does not"
+    assert result.divergence == "q, k, v match the random reference; attn_scores is the first step that does not"
 
 
 def test_divergence_matches_by_value_whatever_the_layout(grade, tmp_path):
     """Head-major q, k, v (matmul style) still match GPT-2's steps; the bug is found after them."""
     body = ATTENTION_MATMUL.replace(" / math.sqrt(self.cfg.d_head)", "")
     result = by_id(grade(write_variant(tmp_path, {"attention.py": replace_attention_body(body)}), "attention"))["attention"]
-    assert result.divergence == "q, k, v match GPT-2; attn_scores is the first step that does not"
+    assert result.divergence == "q, k, v match the random reference; attn_scores is the first step that does not"
     assert "not scaled" in result.hint
 
 
@@ -68,13 +68,13 @@ def test_a_block_bug_is_localised_to_its_block(grade, tmp_path):
     package = write_variant(tmp_path, {"transformer.py": [("            residual = block(residual)", skip_attention_in_block_5)]})
     result = by_id(grade(package, "transformer"))["transformer"]
     assert result.status == "fail"
-    assert result.divergence == "embed, pos_embed, blocks.0-blocks.4 match GPT-2; blocks.5 is the first step that does not"
+    assert result.divergence == "embed, pos_embed, blocks.0-blocks.4 match the random reference; blocks.5 is the first step that does not"
 
 
 def test_an_output_hard_coded_to_the_prompt_fails(grade, tmp_path):
     package = write_variant(tmp_path, {"embedding.py": [("return self.W_E[tokens]", "return self.W_E[tokens[:1]]")]})
     result = by_id(grade(package, "embed"))["embed"]
-    assert result.status == "fail" and "differs from GPT-2 on random: output shape (1, 12, 768), expected (2, 12, 768)" in result.message
+    assert result.status == "fail" and "differs from the random reference on random: output shape (1, 12, 768), expected (2, 12, 768)" in result.message
 
 
 def test_next_step_points_at_the_learners_line(grade, tmp_path):

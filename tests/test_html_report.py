@@ -49,7 +49,7 @@ def broken_attention_page(tmp_path_factory):
 def test_page_loads_without_errors_and_draws_its_images(broken_attention_page, tmp_path):
     seen = open_page(broken_attention_page, tmp_path)
     assert seen["errors"] == [] and seen["requests"] == []
-    assert {image["alt"] for image in seen["images"]} == {"GPT-2 attention patterns", "yours attention patterns", "difference heatmap"}
+    assert {image["alt"] for image in seen["images"]} == {"the random reference attention patterns", "yours attention patterns", "difference heatmap"}
     assert all(image["drawn"] for image in seen["images"])
     assert seen["lens_rows"] == 1 + 13  # the token row, then the stream before each of 12 blocks and after the last
 

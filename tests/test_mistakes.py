@@ -9,15 +9,15 @@ from conftest import by_id, write_variant
 SCALED = "attn_scores / self.cfg.d_head**0.5"
 GELU_BODY = "inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))\n    return 0.5 * x * (1.0 + torch.tanh(inner))"
 BLOCK_BODY = "resid_mid = resid_pre + self.attn(self.ln1(resid_pre))\n        resid_post = resid_mid + self.mlp(self.ln2(resid_mid))"
-DIFFERS = "differs from GPT-2"
+DIFFERS = "differs from the random reference"
 EPS_INSIDE = "(residual_var + self.cfg.layer_norm_eps).sqrt()"
 MASK = "return attn_scores.masked_fill(future, self.IGNORE)"
 # Masks built from the values, as learners have published them: they also hide allowed scores that are exactly 0.
 VALUE_MASK = "return torch.where(torch.triu(attn_scores, 1) != attn_scores, attn_scores, self.IGNORE)"
 VALUE_MASKED = {"attention.py": [(MASK, VALUE_MASK)]}
 TRIL_MASK = "return attn_scores.masked_fill(attn_scores.tril() == 0, self.IGNORE)"
-ON_INTEGERS, ZEROS = "differs from GPT-2 on integer_scores", "allowed scores equal to 0 were masked"
-ON_LARGE, OVERFLOWS = "differs from GPT-2 on blocks.11.large_scores", "the softmax overflows on large scores"
+ON_INTEGERS, ZEROS = "differs from the random reference on integer_scores", "allowed scores equal to 0 were masked"
+ON_LARGE, OVERFLOWS = "differs from the random reference on blocks.11.large_scores", "the softmax overflows on large scores"
 SOFTMAX = "attn_pattern = attn_scores_masked.softmax(dim=-1)"
 EXP_OVER_SUM = "exps = attn_scores_masked.exp()\n        attn_pattern = exps / exps.sum(dim=-1, keepdim=True)"
 TANH_BY_EXP = "(torch.exp(2 * inner) - 1) / (torch.exp(2 * inner) + 1)"
@@ -36,13 +36,13 @@ MISTAKES = {
     "a misnamed parameter": (
         "attention",
         {"attention.py": [("self.W_Q = nn.Parameter", "self.W_q = nn.Parameter"), ("self.W_Q, self.W_K, self.W_V, self.W_O", "self.W_q, self.W_K, self.W_V, self.W_O"), ("normalized_resid_pre, self.W_Q,", "normalized_resid_pre, self.W_q,")]},
-        "parameter W_q is not in GPT-2's weights (GPT-2 calls it W_Q)",
+        "parameter W_q is not in the random reference's weights (the random reference calls it W_Q)",
         None,
     ),
     "positions looked up by token id": (
         "pos_embed",
         {"embedding.py": [('positions = self.W_pos[:seq_len]\n        return einops.repeat(positions, "posn d_model -> batch posn d_model", batch=batch)', "return self.W_pos[tokens]")]},
-        "differs from GPT-2 on small_ids",
+        "differs from the random reference on small_ids",
         "by token id",
     ),
     "no 1/sqrt(d_head) scaling": ("attention", {"attention.py": [(f"self.apply_causal_mask({SCALED})", "self.apply_causal_mask(attn_scores)")]}, DIFFERS, "not scaled"),

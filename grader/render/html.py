@@ -12,7 +12,7 @@ from html import escape
 
 from matplotlib.figure import Figure
 
-from ..results import CheckResult, Report
+from ..results import CheckResult, Report, reference_name
 from .text import fallback_banner
 
 STYLE = """
@@ -49,14 +49,14 @@ def head_heatmaps(patterns: list, tokens: list[str], title: str) -> Figure:
     return figure
 
 
-def attention_section(data: dict) -> str:
+def attention_section(data: dict, reference: str) -> str:
     tokens = [repr(token) for token in data["tokens"]]
-    sides = [("GPT-2", data["gpt2"]), ("yours", data["yours"])]
+    sides = [(reference, data["gpt2"]), ("yours", data["yours"])]
     images = [image(head_heatmaps(patterns, tokens, f"{who}: attention patterns, {data['case']}"), f"{who} attention patterns") for who, patterns in sides if patterns is not None]
     return f"<h3>attention patterns on the prompt ({escape(data['case'])})</h3><div class=\"pair\">{''.join(images)}</div>"
 
 
-def difference_section(data: dict) -> str:
+def difference_section(data: dict, reference: str) -> str:
     values = data["values"]
     figure = Figure(figsize=(10, 0.35 * len(values) + 1.5), layout="constrained")
     axes = figure.subplots()
@@ -67,8 +67,11 @@ def difference_section(data: dict) -> str:
     return f"<h3>where the output differs ({escape(data['case'])}, batch 0)</h3>{image(figure, 'difference heatmap')}"
 
 
-def lens_section(data: dict) -> str:
-    """A table: one row per layer, one column per position, GPT-2's top token (and yours where it differs)."""
+RANDOM_LENS_NOTE = "the reference is a random model: its top tokens mean nothing, only whether yours match them"
+
+
+def lens_section(data: dict, reference: str) -> str:
+    """A table: one row per layer, one column per position, the reference's top token (and yours where it differs)."""
     head = "".join(f"<th>{escape(repr(token))}</th>" for token in data["tokens"])
     rows = []
     for layer, gpt2 in enumerate(data["gpt2"]):
@@ -76,7 +79,8 @@ def lens_section(data: dict) -> str:
         cells = "".join(f'<td class="differs">{escape(repr(g))} / yours {escape(repr(y))}</td>' if g != y else f"<td>{escape(repr(g))}</td>" for g, y in zip(gpt2, yours))
         label = "final" if layer == len(data["gpt2"]) - 1 else f"before block {layer}"
         rows.append(f"<tr><th>{label}</th>{cells}</tr>")
-    return f'<h3>logit lens: top token at each layer and position</h3><table class="lens"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
+    note = f"<p>{escape(RANDOM_LENS_NOTE)}</p>" if reference != "GPT-2" else ""
+    return f'<h3>logit lens: top token at each layer and position</h3>{note}<table class="lens"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
 
 
 SECTIONS = {"attention": attention_section, "difference": difference_section, "logit_lens": lens_section}
@@ -92,8 +96,8 @@ def results_table(report: Report) -> str:
     return f"<table><tr><th>check</th><th>status</th><th>points</th><th>max abs diff</th><th>message</th></tr>{''.join(rows)}</table>"
 
 
-def check_figures(check: CheckResult) -> str:
-    sections = [SECTIONS[name](data) for name, data in check.figures.items()]
+def check_figures(check: CheckResult, reference: str) -> str:
+    sections = [SECTIONS[name](data, reference) for name, data in check.figures.items()]
     return f"<section><h2>{escape(check.id)} ({check.status})</h2>{''.join(sections)}</section>" if sections else ""
 
 
@@ -104,7 +108,7 @@ def render(report: Report) -> str:
         f"<p><strong>{escape(banner)}</strong></p>" if banner else "",
         f"<p>score {report.score}/{report.max_score}; random inputs from seed {report.seed}</p>",
         results_table(report),
-        *(check_figures(check) for check in report.checks),
+        *(check_figures(check, reference_name(report.reference)) for check in report.checks),
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>GPT-2 grader report</title>'

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -9,6 +12,9 @@ from rich.text import Text
 from ..results import CheckResult, Report
 
 STYLES = {"pass": "green", "fail": "red", "todo": "yellow", "error": "magenta", "timeout": "magenta"}
+PRINTED_LINES = 10  # of what the learner's code printed, per check; --quiet shows none
+TODO_NAMED = 2  # a file with more todo checks than this is summed up by their number
+DOWNLOAD = "grade --download"  # the one command that fetches GPT-2 when online
 
 
 def fallback_banner(report: Report) -> str | None:
@@ -16,7 +22,8 @@ def fallback_banner(report: Report) -> str | None:
         return None
     return (
         "WARNING: graded against a seeded RANDOM model of GPT-2 small's shape, not GPT-2 "
-        f"({report.fallback_reason}). Verdicts hold; the numbers differ from GPT-2's."
+        f"({report.fallback_reason}). Verdicts hold; the numbers differ from GPT-2's. "
+        f"Online, `{DOWNLOAD}` fetches GPT-2 into the Hugging Face cache once."
     )
 
 
@@ -41,10 +48,58 @@ def messages(report: Report) -> list[Text]:
     """One paragraph per check that has something to say, below the table."""
     lines = []
     for check in report.checks:
-        for i, line in enumerate([*check.diagnosis(), *check.notes]):
+        said = [] if check.status == "todo" else [*check.diagnosis(), *check.notes]  # todo: one line for all, below
+        for i, line in enumerate(said):
             label = f"{check.id} ({check.status}): " if i == 0 else " " * (len(check.id) + 2)
             lines.append(Text.assemble((label, STYLES[check.status] if i == 0 else ""), line))
     return lines
+
+
+def printed(check: CheckResult, limit: int = PRINTED_LINES) -> list[Text]:
+    """What the learner's code printed during the check, labelled with it. Each line is indented and
+    never wrapped, so none can start a line of the grader's output (a forged workflow command)."""
+    if not check.printed:
+        return []
+    shown = [Text(f"{check.id} printed:", style="dim")]
+    shown += [Text(f"  | {line}", no_wrap=True, overflow="ellipsis") for line in check.printed[:limit]]
+    if len(check.printed) > limit:
+        shown.append(Text(f"  ... {len(check.printed) - limit} more lines", style="dim"))
+    return shown
+
+
+def todo_files(report: Report) -> str:
+    """Every todo check on one line, by file in course order: "embedding.py (embed, pos_embed), ..."."""
+    by_file: dict[str, list[str]] = {}
+    for check in report.checks:
+        if check.status == "todo":
+            by_file.setdefault(check.file or "?", []).append(check.id)
+    named = (", ".join(ids) if len(ids) <= TODO_NAMED else f"{len(ids)} checks" for ids in by_file.values())
+    return ", ".join(f"{file} ({ids})" for file, ids in zip(by_file, named))
+
+
+def start_here(report: Report) -> str | None:
+    """Where the first todo check in course order lives, and the command that grades it alone."""
+    first = next((check for check in report.checks if check.status == "todo"), None)
+    if first is None:
+        return None
+    target = first.target or first.id
+    lead = "start here" if not any(check.status == "pass" for check in report.checks) else "next to write"
+    return f"{lead}: {shown_path(report.package, first.file or '')}, {target}; then `grade {first.id}`"
+
+
+def shown_path(package: str, file: str) -> str:
+    """The learner's file as they would type it: relative to where they are when it is below."""
+    path = Path(package) / file
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return os.fspath(path)
+
+
+def todo_lines(report: Report) -> list[Text]:
+    if not any(check.status == "todo" for check in report.checks):
+        return []
+    return [Text.assemble(("todo: ", STYLES["todo"]), todo_files(report)), Text(start_here(report) or "", style="bold")]
 
 
 def trace(check: CheckResult) -> list[Text]:
@@ -65,13 +120,16 @@ def trace(check: CheckResult) -> list[Text]:
     return lines
 
 
-def render(report: Report) -> Group:
+def render(report: Report, show_printed: bool = True) -> Group:
     parts = []
     banner = fallback_banner(report)
     if banner:
         parts.append(Text(banner, style="bold yellow"))
     parts.append(table(report))
     parts.extend(messages(report))
+    if show_printed:
+        parts.extend(line for check in report.checks for line in printed(check))
+    parts.extend(todo_lines(report))
     counts = {status: sum(c.status == status for c in report.checks) for status in STYLES}
     summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
     parts.append(Text(f"score {report.score}/{report.max_score} ({summary}); random inputs from seed {report.seed} (--seed)", style="bold"))
@@ -80,9 +138,9 @@ def render(report: Report) -> Group:
     return Group(*parts)
 
 
-def print_report(report: Report, console: Console | None = None) -> None:
+def print_report(report: Report, console: Console | None = None, show_printed: bool = True) -> None:
     console = console or Console()
     for check in report.checks:  # traces first, so the verdict stays at the bottom of the screen
         for line in trace(check):
             console.print(line, soft_wrap=True)
-    console.print(render(report))
+    console.print(render(report, show_printed))
