@@ -28,6 +28,7 @@ COMMANDS = {
     "grade --help": [*GRADE, "--help"],
     "grade embed": [*GRADE, "--solutions", "embed"],
     "grade attention": [*GRADE, "--solutions", "attention"],
+    "grade attention --no-sandbox": [*GRADE, "--solutions", "attention", "--no-sandbox"],
     "grade transformer": [*GRADE, "--solutions", "transformer"],
     "grade model (every model check)": [*GRADE, "--solutions", "model"],
     "grade (every check)": [*GRADE, "--solutions"],
