@@ -49,14 +49,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from .checks import UnknownCheck, registry, select
+    from .checks import UnknownCheck, listing, registry, select
 
     if args.download:
         return download()
     if args.list:
-        width = max(len(check.id) for check in registry())
-        for check in registry():
-            print(f"{check.id:{width}}  {check.points} pt  {check.summary}")
+        print("\n".join(listing(registry())))
         return 0
     try:
         checks = select(args.checks)
