@@ -20,8 +20,10 @@ pytestmark = pytest.mark.learner
 def test_grade_lists_every_check_with_its_points():
     listed = run_grade("--list")
     assert listed.returncode == 0, listed.stderr
-    rows = {line.split()[0]: line.split()[1] for line in listed.stdout.splitlines() if line.strip()}
+    lines = listed.stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1] for line in lines if line.startswith("    ")}  # a check, under its file
     assert rows == {check.id: str(check.points) for check in registry()}
+    assert "  embedding.py" in lines and any(line.startswith("model (") for line in lines)
 
 
 def test_an_unknown_check_is_a_usage_error():

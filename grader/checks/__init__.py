@@ -7,6 +7,7 @@ knows about output formats or processes.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -101,15 +102,50 @@ class UnknownCheck(ValueError):
 
 
 def select(patterns: Sequence[str], checks: Sequence[Check] | None = None) -> list[Check]:
-    """Checks whose id or part equals a pattern, whose id starts with `pattern.`, or matches it as a glob."""
+    """The checks a learner names, in course order: by id or part, an id prefix (`attention` is also
+    `attention.*`), a glob, or a file of theirs (`embedding`, `embedding.py`, `exercises/embedding.py`);
+    any case. A name that matches nothing raises UnknownCheck with the nearest names."""
     checks = list(registry() if checks is None else checks)
     if not patterns:
         return checks
     chosen = []
     for pattern in patterns:
-        matches = [c for c in checks if pattern in (c.id, c.part) or c.id.startswith(pattern + ".") or fnmatch.fnmatchcase(c.id, pattern)]
+        matches = matching(pattern, checks)
         if not matches:
-            known = ", ".join(c.id for c in checks)
-            raise UnknownCheck(f"no check matches {pattern!r}; the checks are: {known}")
+            raise UnknownCheck(unknown(pattern, checks))
         chosen += [c for c in matches if c not in chosen]
     return [c for c in checks if c in chosen]
+
+
+def matching(pattern: str, checks: Sequence[Check]) -> list[Check]:
+    """By id, part or glob first; a file only when nothing else matches, so `sampling` stays the part."""
+    name = pattern.strip().lower()
+    by_id = [c for c in checks if name in (c.id, c.part) or c.id.startswith(name + ".") or fnmatch.fnmatchcase(c.id, name)]
+    return by_id or [c for c in checks if c.target.file == file_stem(name)]
+
+
+def file_stem(name: str) -> str:
+    """`exercises/embedding.py`, `embedding.py`, `.\\embedding.py` -> `embedding`."""
+    last = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return last.removesuffix(".py")
+
+
+def unknown(pattern: str, checks: Sequence[Check]) -> str:
+    names = dict.fromkeys([*(c.id for c in checks), *(c.part for c in checks), *(f"{c.target.file}.py" for c in checks)])
+    near = difflib.get_close_matches(pattern.strip().lower(), list(names), n=3, cutoff=0.6)
+    near += [] if near else difflib.get_close_matches(file_stem(pattern.lower()) + ".py", list(names), n=3, cutoff=0.6)
+    suggestion = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
+    return f"no check matches {pattern!r}; {suggestion}`grade --list` shows every check"
+
+
+def listing(checks: Sequence[Check]) -> list[str]:
+    """`grade --list`: parts, then the files of each, then their checks with points, in course order."""
+    width = max(len(c.id) for c in checks)
+    lines: list[str] = []
+    for part in dict.fromkeys(c.part for c in checks):
+        in_part = [c for c in checks if c.part == part]
+        lines.append(f"{part} ({sum(c.points for c in in_part)} pt)")
+        for file in dict.fromkeys(c.target.file for c in in_part):
+            lines.append(f"  {file}.py")
+            lines += [f"    {c.id:{width}}  {c.points} pt  {c.summary}" for c in in_part if c.target.file == file]
+    return lines
