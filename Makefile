@@ -11,13 +11,32 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: grade test stubs clean
+# The instructor's tools (the `instructor` extra). None of them writes exercises/; `make stubs` does:
+# it regenerates exercises/ from solutions/, overwriting the stubs there.
+RELEASE_DIR ?= ../gpt2-learner
+WORKFLOW ?= classroom
+NOTEBOOKS_DIR ?= course/source/gpt2
+SUBMISSIONS ?= submissions
+GRADES ?= grades.csv
+# The learner's copy has no solutions/: its tests need the learner-test extra, not the dev toolchain.
+TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
+
+.PHONY: grade test stubs release notebooks batch clean
 
 grade: $(VENV)/.installed
 	$(VENV)/bin/grade $(ARGS)
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-$(TEST_EXTRA)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+release: $(VENV)/.installed-instructor
+	$(PY) -m grader.release $(RELEASE_DIR) --workflow $(WORKFLOW)
+
+notebooks: $(VENV)/.installed-instructor
+	$(PY) -m grader.notebooks $(NOTEBOOKS_DIR)
+
+batch: $(VENV)/.installed-instructor
+	$(PY) -m grader.batch $(SUBMISSIONS) --csv $(GRADES) $(ARGS)
 
 stubs: $(VENV)/.installed-dev
 	$(PY) -m grader.stubs
@@ -34,8 +53,9 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.torch
 	$(PY) -m pip install -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml $(VENV)/.torch
-	$(PY) -m pip install -e ".[dev]"
+# .installed-dev, -instructor, -learner-test: the project with that extra (dev includes the others).
+$(VENV)/.installed-%: pyproject.toml $(VENV)/.torch
+	$(PY) -m pip install -e ".[$*]"
 	touch $@ $(VENV)/.installed
 
 clean:
