@@ -151,8 +151,25 @@ def fresh_module(package: Path, path: Path) -> types.ModuleType:
     module = types.ModuleType(f"{NOTEBOOK_PACKAGE}.{path.stem}")
     module.__file__, module.__package__ = str(path.resolve()), NOTEBOOK_PACKAGE
     sys.modules[module.__name__] = module  # registered first: dataclasses look their module up
-    exec(compile(path.read_text(), module.__file__, "exec"), vars(module))
+    try:
+        exec(compile(path.read_text(), module.__file__, "exec"), vars(module))
+    except ModuleNotFoundError as error:
+        prefix = f"{NOTEBOOK_PACKAGE}."
+        if not (error.name or "").startswith(prefix):
+            raise
+        missing = error.name.removeprefix(prefix)  # a sibling whose cell has not run in this kernel yet
+        raise ModuleNotFoundError(f"{error}: run {cell_of(missing)} first", name=error.name) from None
     return module
+
+
+def cell_of(file: str) -> str:
+    """Which notebook's cell writes a file: "1-model.ipynb's attention cell" (the part of its first check)."""
+    from .checks import PARTS, registry
+
+    part = next((check.part for check in registry() if check.target.file == file), None)
+    if part is None:
+        return f"the cell that starts with %%exercise {file}.py"
+    return f"{PARTS.index(part) + 1}-{part}.ipynb's {file} cell"
 
 
 def package_digest(package: Path) -> str:

@@ -105,3 +105,13 @@ def test_autograde_gives_the_filled_notebooks_full_marks_and_the_released_ones_n
         for check in checks:
             errors = [output for output in tests[f'grade_check("{check.id}")'].outputs if output.output_type == "error"]
             assert [(error.ename, error.evalue.split(": ")[:2]) for error in errors] == [("AssertionError", [check.id, "todo"])]
+
+
+def test_a_cell_run_before_the_one_it_imports_names_that_notebook(tmp_path, monkeypatch):
+    """A later part imports an earlier one's module: the error says which notebook's cell to run."""
+    from grader.notebooks import run_exercise
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModuleNotFoundError) as raised:
+        run_exercise(Path("notebook_exercises"), "block.py", "from .attention import Attention\n")
+    assert str(raised.value) == "No module named 'notebook_exercises.attention': run 1-model.ipynb's attention cell first"
