@@ -111,10 +111,19 @@ def test_missing_file_and_class_are_named(grade, tmp_path):
     assert results["unembed"].status == "error" and "unembedding.py is missing" in results["unembed"].message
 
 
-def test_learner_output_never_reaches_the_report(reference, tmp_path):
-    package = write_variant(tmp_path, {"embedding.py": [("        return self.W_E[tokens]", "        print('PRINTED BY LEARNER')\n        return self.W_E[tokens]")]})
+def test_learner_output_is_shown_with_its_check_and_neutralised(reference, tmp_path):
+    """What the learner's code prints is theirs to see, under its check's label; a forged workflow
+    command never starts a line and an escape sequence reaches no terminal."""
+    printing = "        print('PRINTED BY LEARNER')\n        print('::error::forged')\n        print('\\x1b[31mred')\n"
+    package = write_variant(tmp_path, {"embedding.py": [("        return self.W_E[tokens]", printing + "        return self.W_E[tokens]")]})
     result = run_grade("--reference", "random", "--exercises", str(package), "embed")
-    assert result.returncode == 0 and "PRINTED BY LEARNER" not in result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0 and "  | PRINTED BY LEARNER" in lines
+    assert lines[lines.index("  | PRINTED BY LEARNER") - 1] == "embed printed:"
+    assert "  | ::error::forged" in lines and not any(line.startswith("::") for line in lines)
+    assert "\x1b" not in result.stdout + result.stderr and "  | \ufffd[31mred" in lines
+    quiet = run_grade("--reference", "random", "--exercises", str(package), "embed", "--quiet")
+    assert quiet.returncode == 0 and "PRINTED BY LEARNER" not in quiet.stdout + quiet.stderr
 
 
 def test_damaged_reference_cache_is_rebuilt_bit_for_bit(reference, tmp_path):
