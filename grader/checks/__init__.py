@@ -120,7 +120,9 @@ def select(patterns: Sequence[str], checks: Sequence[Check] | None = None) -> li
 def matching(pattern: str, checks: Sequence[Check]) -> list[Check]:
     """By id, part or glob first; a file only when nothing else matches, so `sampling` stays the part."""
     name = pattern.strip().lower()
-    by_id = [c for c in checks if name in (c.id, c.part) or c.id.startswith(name + ".") or fnmatch.fnmatchcase(c.id, name)]
+    by_id = [
+        c for c in checks if name in (c.id, c.part) or c.id.startswith(name + ".") or fnmatch.fnmatchcase(c.id, name)
+    ]
     return by_id or [c for c in checks if c.target.file == file_stem(name)]
 
 
@@ -131,7 +133,8 @@ def file_stem(name: str) -> str:
 
 
 def unknown(pattern: str, checks: Sequence[Check]) -> str:
-    names = dict.fromkeys([*(c.id for c in checks), *(c.part for c in checks), *(f"{c.target.file}.py" for c in checks)])
+    files = (f"{c.target.file}.py" for c in checks)
+    names = dict.fromkeys([*(c.id for c in checks), *(c.part for c in checks), *files])
     near = difflib.get_close_matches(pattern.strip().lower(), list(names), n=3, cutoff=0.6)
     near += [] if near else difflib.get_close_matches(file_stem(pattern.lower()) + ".py", list(names), n=3, cutoff=0.6)
     suggestion = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
