@@ -326,7 +326,7 @@ class Recorder:
 
     def record(self, kind: str, tag: str, name: str, value) -> None:
         saved = None
-        if kind in self.keep:
+        if kind in self.keep and value.device.type != "meta":  # a meta tensor has no values to keep
             saved = len(self.kept)
             self.kept.append(value.detach().cpu())  # recorded on the device, kept in the CPU's memory
         self.records.append({"kind": kind, "tag": tag, "name": name, "shape": list(value.shape), "saved": saved})

@@ -1,0 +1,69 @@
+"""`grade --device`: cpu and auto give today's verdicts (on a machine without a GPU auto is cpu),
+a device torch does not find is named, and code that builds a tensor on a device of its own is
+told so, in words a learner can act on, instead of torch's."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import SOLUTIONS, by_id, write_variant
+from verdicts import NAMES, verdicts
+
+MASK_DEVICE = "device=attn_scores.device"
+MIXUP = "your code created a tensor on meta while the inputs are on cpu: create it on the input's device"
+HARD_CODED = {
+    "a literal device": {"attention.py": [(MASK_DEVICE, 'device="meta"')]},
+    "a module-level DEVICE": {
+        "attention.py": [("import einops\n", 'import einops\nDEVICE = torch.device("meta")\n'), (MASK_DEVICE, "device=DEVICE")]
+    },
+}
+
+def torch_finds(device: str) -> bool:
+    import torch
+
+    return torch.cuda.is_available() if device == "cuda" else torch.backends.mps.is_available()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_cpu_and_auto_give_the_same_verdicts(name, grade, tmp_path_factory):
+    if torch_finds("cuda") or torch_finds("mps"):
+        pytest.skip("auto is not cpu here")
+    cpu = verdicts(grade, tmp_path_factory, name, device="cpu")
+    assert verdicts(grade, tmp_path_factory, name, device="auto") == cpu
+    assert cpu and {v["status"] for v in cpu.values()} == ({"pass"} if name == "solutions" else {"todo"} if name == "stubs" else {"fail"})
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("variant", HARD_CODED)
+@pytest.mark.parametrize("fork", [None, False], ids=["default path", "unforked"])
+def test_a_hard_coded_device_gets_the_device_message(variant, fork, grade, tmp_path):
+    results = by_id(grade(write_variant(tmp_path, HARD_CODED[variant]), "attention", fork=fork))
+    for check_id in ("attention.causal_mask", "attention"):
+        assert results[check_id].status == "error" and MIXUP in results[check_id].message, results[check_id].message
+        assert "Tensor on device" not in results[check_id].message and results[check_id].file == "attention.py"
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_a_device_torch_does_not_find_is_named(device, grade):
+    if torch_finds(device):
+        pytest.skip(f"this machine has {device}")
+    result = by_id(grade(SOLUTIONS, "embed", device=device))["embed"]
+    assert result.status == "error" and f"--device {device}: this machine's torch" in result.message
+    assert f"finds no {device} device" in result.message
+
+
+def test_the_device_message_names_what_torch_named():
+    """torch's two wordings: cuda's kernels, and the device checks of meta and mps tensors."""
+    import torch
+
+    from grader.learner import device_mixup
+
+    cuda = RuntimeError("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!")
+    assert device_mixup(cuda, torch.device("cuda", 0)).startswith("your code created a tensor on cpu while the inputs are on cuda:0")
+    assert device_mixup(cuda, torch.device("cpu")).startswith("your code created a tensor on cuda:0 while the inputs are on cpu")
+    meta = RuntimeError("Tensor on device meta is not on the expected device cpu!")
+    assert device_mixup(meta, torch.device("cpu")).startswith("your code created a tensor on meta while")
+    assert device_mixup(RuntimeError("shape mismatch"), torch.device("cpu")) is None
+    assert device_mixup(ValueError(str(cuda)), torch.device("cpu")) is None
