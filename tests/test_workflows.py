@@ -144,7 +144,32 @@ def test_classroom_workflow_hands_the_result_to_the_reporter():
 def test_ci_workflow_runs_the_test_suite_on_push_and_pull_request():
     workflow = load("ci.yml")
     assert set(triggers(workflow)) == {"push", "pull_request"}
-    assert [step["run"] for step in steps(workflow) if "run" in step] == ["make test"]
+    assert [step["run"] for step in workflow["jobs"]["test"]["steps"] if "run" in step] == ["make test"]
+    assert workflow["jobs"]["test"]["runs-on"] == "ubuntu-latest"
+
+
+def platform_commands() -> list[str]:
+    return [line for step in load("ci.yml")["jobs"]["platforms"]["steps"] for line in step.get("run", "").splitlines()]
+
+
+def test_ci_workflow_runs_the_fast_tests_on_every_platform_without_make():
+    platforms = load("ci.yml")["jobs"]["platforms"]
+    assert platforms["strategy"]["matrix"]["os"] == ["ubuntu-latest", "macos-latest", "windows-latest"]
+    assert platforms["runs-on"] == "${{ matrix.os }}" and platforms["timeout-minutes"] <= 15
+    assert not any("make" in command.split() for command in platform_commands())
+    assert platform_commands()[0] == "python -m grader.setup"
+
+
+def test_ci_platform_commands_run_here():
+    """The set-up as a dry run, and the test command collecting only fast and learner tests."""
+    setup, pytest_command = platform_commands()[0], platform_commands()[-1]
+    dry = subprocess.run([sys.executable, *setup.split()[1:], "--dry-run"], capture_output=True, text=True, cwd=REPO)
+    assert dry.returncode == 0 and "--index-url https://download.pytorch.org/whl/cpu" in dry.stdout, dry.stderr
+    arguments = [part.strip('"') for part in re.findall(r'"[^"]*"|\S+', pytest_command)][3:]
+    collected = subprocess.run([sys.executable, "-m", "pytest", *arguments, "--collect-only", "-q"], capture_output=True, text=True, cwd=REPO)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    ids = [line for line in collected.stdout.splitlines() if "::" in line]
+    assert len(ids) > 20 and not any("test_verdicts_equal" in i or "segfault" in i for i in ids), ids
 
 
 # Each distinct grade step once: the workflows that share one share its run.

@@ -1,0 +1,71 @@
+"""`python -m grader.setup`, the set-up without make: the pip commands it would run (--dry-run),
+in the order the Makefile's set-up has always used, and the Makefile calling it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.fast
+CPU = "https://download.pytorch.org/whl/cpu"
+VERSION = re.search(r"^TORCH_VERSION \?= (\S+)$", (REPO / "Makefile").read_text(), re.MULTILINE).group(1)
+
+
+def dry_run(*args: str, env: dict | None = None) -> list[str]:
+    environ = {key: value for key, value in os.environ.items() if key not in ("TORCH_INDEX", "TORCH_VERSION")}
+    command = [sys.executable, "-m", "grader.setup", "--dry-run", *args]
+    finished = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env={**environ, **(env or {})}, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    return [line for line in finished.stdout.splitlines() if not line.startswith("#")]
+
+
+def test_torch_first_a_local_wheel_else_the_cpu_index_then_the_project():
+    py = f"{sys.executable} -m pip install"
+    assert dry_run() == [
+        f"{py} --no-index --no-deps torch=={VERSION}",
+        f"{py} torch=={VERSION}",
+        f"else: {py} torch --index-url {CPU} --extra-index-url https://pypi.org/simple",
+        f"{py} -e .",
+    ]
+
+
+def test_the_index_is_overridable_for_cuda_by_option_or_environment():
+    cuda = "https://download.pytorch.org/whl/cu124"
+    for lines in (dry_run("--torch-index", cuda), dry_run(env={"TORCH_INDEX": cuda})):
+        assert [line for line in lines if "--index-url" in line] == [f"else: {sys.executable} -m pip install torch --index-url {cuda} --extra-index-url https://pypi.org/simple"]
+
+
+def test_a_venv_is_made_and_installed_into(tmp_path):
+    venv = tmp_path / "env"
+    lines = dry_run("--venv", str(venv), "--dev")
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    assert lines[0].split() == [sys.executable, "-m", "venv", str(venv)]
+    assert all(line.removeprefix("else: ").startswith(f"{python} -m pip install") for line in lines[1:]), lines
+    assert lines[-1].endswith("-m pip install -e .[dev]") and not venv.exists()  # a dry run makes nothing
+
+
+def test_torch_only_stops_before_the_project():
+    assert not any("-e ." in line for line in dry_run("--torch-only"))
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
+def test_the_makefile_installs_torch_through_grader_setup(tmp_path):
+    """`make -n` on a fresh venv: the torch step is grader.setup's, with the Makefile's version and index."""
+    venv = tmp_path / "venv"
+    planned = subprocess.run(["make", "-n", f"VENV={venv}", f"{venv}/.installed"], capture_output=True, text=True, cwd=REPO).stdout
+    torch_steps = [line for line in planned.splitlines() if "torch" in line and not line.startswith("touch ")]
+    assert torch_steps == [f'{venv}/bin/python -m grader.setup --torch-only --torch-version "{VERSION}" --torch-index "{CPU}"']
+
+
+def test_the_makefile_and_grader_setup_pin_the_same_torch():
+    from grader import setup
+
+    assert setup.TORCH_VERSION == VERSION and setup.CPU_INDEX == CPU
+    assert f"TORCH_INDEX ?= {CPU}" in (REPO / "Makefile").read_text()
