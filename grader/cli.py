@@ -35,7 +35,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--github", action="store_true", help="under GitHub Actions: a step summary, annotations at your lines, the score as a notice and the GitHub Classroom result")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})")
     p.add_argument("--memory-limit", type=float, default=DEFAULT_MEMORY_LIMIT_GB, metavar="GB", help=f"memory a check may allocate before it is stopped (default: {DEFAULT_MEMORY_LIMIT_GB:g}; 0: no limit)")
-    p.add_argument("--device", choices=DEVICES, default="cpu", help="where your modules, GPT-2's weights and the inputs go (default: cpu); auto: cuda, else mps, else cpu, as your torch finds them")
+    where = "where your modules, GPT-2's weights and the inputs go (default: cpu); auto: cuda, else mps, else cpu"
+    p.add_argument("--device", choices=DEVICES, default="cpu", help=where)
     p.add_argument("--trace", action="store_true", help="print every tensor your code names, with its shape and GPT-2's")
     confinement = p.add_mutually_exclusive_group()
     confinement.add_argument("--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (Gradescope, batch grading)")

@@ -31,7 +31,16 @@ if TYPE_CHECKING:
     from .results import Report
 
 NOTEBOOK_PACKAGE = "notebook_exercises"  # the directory beside the notebook, and the module name
-SETUP = "%load_ext grader.notebooks"
+# The first cell. In a fresh Colab runtime the grader is not there yet: it is installed from the
+# learner repository (put its address in place of OWNER/REPOSITORY), keeping Colab's own torch.
+# Where the grader is installed already (Jupyter, nbgrader's autograde) the install is skipped.
+GRADER_SOURCE = "git+https://github.com/OWNER/REPOSITORY"
+SETUP = (
+    "import importlib.util\n"
+    'if importlib.util.find_spec("grader") is None:  # a fresh Colab runtime\n'
+    f'    %pip install --quiet "gpt2-from-scratch-grader @ {GRADER_SOURCE}"\n'
+    "%load_ext grader.notebooks"
+)
 HOW_TO = (
     "Each exercise cell starts with `%%exercise FILE`: running it writes the cell to "
     f"`{NOTEBOOK_PACKAGE}/FILE` and runs it, so what it defines can be tried in a new cell. "

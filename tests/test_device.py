@@ -14,9 +14,13 @@ MIXUP = "your code created a tensor on meta while the inputs are on cpu: create 
 HARD_CODED = {
     "a literal device": {"attention.py": [(MASK_DEVICE, 'device="meta"')]},
     "a module-level DEVICE": {
-        "attention.py": [("import einops\n", 'import einops\nDEVICE = torch.device("meta")\n'), (MASK_DEVICE, "device=DEVICE")]
+        "attention.py": [
+            ("from .config import Config\n", 'from .config import Config\n\nDEVICE = torch.device("meta")\n'),
+            (MASK_DEVICE, "device=DEVICE"),
+        ]
     },
 }
+
 
 def torch_finds(device: str) -> bool:
     import torch
@@ -31,7 +35,9 @@ def test_cpu_and_auto_give_the_same_verdicts(name, grade, tmp_path_factory):
         pytest.skip("auto is not cpu here")
     cpu = verdicts(grade, tmp_path_factory, name, device="cpu")
     assert verdicts(grade, tmp_path_factory, name, device="auto") == cpu
-    assert cpu and {v["status"] for v in cpu.values()} == ({"pass"} if name == "solutions" else {"todo"} if name == "stubs" else {"fail"})
+    assert cpu and {v["status"] for v in cpu.values()} == (
+        {"pass"} if name == "solutions" else {"todo"} if name == "stubs" else {"fail"}
+    )
 
 
 @pytest.mark.fast
@@ -60,9 +66,15 @@ def test_the_device_message_names_what_torch_named():
 
     from grader.learner import device_mixup
 
-    cuda = RuntimeError("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!")
-    assert device_mixup(cuda, torch.device("cuda", 0)).startswith("your code created a tensor on cpu while the inputs are on cuda:0")
-    assert device_mixup(cuda, torch.device("cpu")).startswith("your code created a tensor on cuda:0 while the inputs are on cpu")
+    cuda = RuntimeError(
+        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    )
+    assert device_mixup(cuda, torch.device("cuda", 0)).startswith(
+        "your code created a tensor on cpu while the inputs are on cuda:0"
+    )
+    assert device_mixup(cuda, torch.device("cpu")).startswith(
+        "your code created a tensor on cuda:0 while the inputs are on cpu"
+    )
     meta = RuntimeError("Tensor on device meta is not on the expected device cpu!")
     assert device_mixup(meta, torch.device("cpu")).startswith("your code created a tensor on meta while")
     assert device_mixup(RuntimeError("shape mismatch"), torch.device("cpu")) is None

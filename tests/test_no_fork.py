@@ -67,7 +67,10 @@ def test_the_timeout_is_the_checks_own(grade, tmp_path):
 
 
 HOSTILE = {
-    "tensor subclass": ("return normalized_resid_pre.as_subclass(type('Sneaky', (torch.Tensor,), {}))", "not a torch.Tensor"),
+    "tensor subclass": (
+        "return normalized_resid_pre.as_subclass(type('Sneaky', (torch.Tensor,), {}))",
+        "not a torch.Tensor",
+    ),
     "integer dtype": ("return normalized_resid_pre.long()", "dtype int64"),
     "NaN": ("return torch.full_like(normalized_resid_pre, float('nan'))", "the first a NaN at index (0, 0, 0)"),
     "wrong device": ("return torch.empty_like(normalized_resid_pre, device='meta')", "expected cpu"),
@@ -80,8 +83,12 @@ HOSTILE = {
 @pytest.mark.parametrize("case", HOSTILE)
 def test_outputs_are_validated_and_reference_imports_refused(case, grade, tmp_path):
     statement, fragment = HOSTILE[case]
-    result = by_id(grade(write_variant(tmp_path, {"attention.py": attention_body_prefix(statement)}), "attention", **UNFORKED))
-    assert result["attention"].status == "fail" and fragment in result["attention"].message, result["attention"].message
+    result = by_id(
+        grade(write_variant(tmp_path, {"attention.py": attention_body_prefix(statement)}), "attention", **UNFORKED)
+    )
+    assert result["attention"].status == "fail" and fragment in result["attention"].message, result[
+        "attention"
+    ].message
 
 
 def test_patched_comparisons_fool_nothing(grade, tmp_path):
@@ -95,8 +102,11 @@ def test_patched_comparisons_fool_nothing(grade, tmp_path):
 @pytest.mark.fast
 def test_learner_output_never_reaches_the_answers_or_the_report(reference, tmp_path):
     """Unforked, the learner's code prints on the worker's stdout, which is no longer the answer channel."""
-    forged = "import os; print('PRINTED BY LEARNER'); os.write(1, b'{\"ending\": \"crashed\", \"reason\": \"FORGED\"}\\n')"
-    package = write_variant(tmp_path, {"embedding.py": [("        return self.W_E[tokens]", f"        {forged}\n        return self.W_E[tokens]")]})
+    forged = 'import os; print(\'PRINTED BY LEARNER\'); os.write(1, b\'{"ending": "crashed", "reason": "FORGED"}\\n\')'
+    package = write_variant(
+        tmp_path,
+        {"embedding.py": [("        return self.W_E[tokens]", f"        {forged}\n        return self.W_E[tokens]")]},
+    )
     result = run_grade("--reference", "random", "--exercises", str(package), "embed", env={FORK_SWITCH: "0"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PRINTED BY LEARNER" not in result.stdout + result.stderr and "FORGED" not in result.stdout
@@ -110,7 +120,9 @@ FORKED_HERE = "raise ValueError('TMPDIR=' + os.environ.get('TMPDIR', 'unset'))" 
 def test_grade_passes_the_switch_to_the_worker_and_says_sandbox_off(switch, forked, reference, tmp_path):
     edits = {"embedding.py": [("        return self.W_E[tokens]", f"        import os\n        {FORKED_HERE}")]}
     package = write_variant(tmp_path, edits)
-    result = run_grade("--reference", "random", "--exercises", str(package), "embed", env={FORK_SWITCH: switch, "COLUMNS": "1000"})
+    result = run_grade(
+        "--reference", "random", "--exercises", str(package), "embed", env={FORK_SWITCH: switch, "COLUMNS": "1000"}
+    )
     assert result.returncode == 1 and "TMPDIR=" in result.stdout, result.stdout
     assert ("check-" in result.stdout.split("TMPDIR=")[1].split()[0]) is forked
     off = f"sandbox: off ({FORK_SWITCH}=0: checks run without forks, in one unconfined process)"
@@ -123,4 +135,6 @@ def test_grade_passes_the_switch_to_the_worker_and_says_sandbox_off(switch, fork
 def test_verdicts_equal_the_fork_paths(name, grade, tmp_path_factory):
     forked = verdicts(grade, tmp_path_factory, name, fork=True)
     assert verdicts(grade, tmp_path_factory, name, **UNFORKED) == forked
-    assert forked and {v["status"] for v in forked.values()} == ({"pass"} if name == "solutions" else {"todo"} if name == "stubs" else {"fail"})
+    assert forked and {v["status"] for v in forked.values()} == (
+        {"pass"} if name == "solutions" else {"todo"} if name == "stubs" else {"fail"}
+    )

@@ -21,7 +21,9 @@ VERSION = re.search(r"^TORCH_VERSION \?= (\S+)$", (REPO / "Makefile").read_text(
 def dry_run(*args: str, env: dict | None = None) -> list[str]:
     environ = {key: value for key, value in os.environ.items() if key not in ("TORCH_INDEX", "TORCH_VERSION")}
     command = [sys.executable, "-m", "grader.setup", "--dry-run", *args]
-    finished = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env={**environ, **(env or {})}, timeout=120)
+    finished = subprocess.run(
+        command, capture_output=True, text=True, cwd=REPO, env={**environ, **(env or {})}, timeout=120
+    )
     assert finished.returncode == 0, finished.stderr
     return [line for line in finished.stdout.splitlines() if not line.startswith("#")]
 
@@ -39,7 +41,9 @@ def test_torch_first_a_local_wheel_else_the_cpu_index_then_the_project():
 def test_the_index_is_overridable_for_cuda_by_option_or_environment():
     cuda = "https://download.pytorch.org/whl/cu124"
     for lines in (dry_run("--torch-index", cuda), dry_run(env={"TORCH_INDEX": cuda})):
-        assert [line for line in lines if "--index-url" in line] == [f"else: {sys.executable} -m pip install torch --index-url {cuda} --extra-index-url https://pypi.org/simple"]
+        assert [line for line in lines if "--index-url" in line] == [
+            f"else: {sys.executable} -m pip install torch --index-url {cuda} --extra-index-url https://pypi.org/simple"
+        ]
 
 
 def test_a_venv_is_made_and_installed_into(tmp_path):
@@ -59,9 +63,13 @@ def test_torch_only_stops_before_the_project():
 def test_the_makefile_installs_torch_through_grader_setup(tmp_path):
     """`make -n` on a fresh venv: the torch step is grader.setup's, with the Makefile's version and index."""
     venv = tmp_path / "venv"
-    planned = subprocess.run(["make", "-n", f"VENV={venv}", f"{venv}/.installed"], capture_output=True, text=True, cwd=REPO).stdout
+    planned = subprocess.run(
+        ["make", "-n", f"VENV={venv}", f"{venv}/.installed"], capture_output=True, text=True, cwd=REPO
+    ).stdout
     torch_steps = [line for line in planned.splitlines() if "torch" in line and not line.startswith("touch ")]
-    assert torch_steps == [f'{venv}/bin/python -m grader.setup --torch-only --torch-version "{VERSION}" --torch-index "{CPU}"']
+    assert torch_steps == [
+        f'{venv}/bin/python -m grader.setup --torch-only --torch-version "{VERSION}" --torch-index "{CPU}"'
+    ]
 
 
 def test_the_makefile_and_grader_setup_pin_the_same_torch():
@@ -69,3 +77,25 @@ def test_the_makefile_and_grader_setup_pin_the_same_torch():
 
     assert setup.TORCH_VERSION == VERSION and setup.CPU_INDEX == CPU
     assert f"TORCH_INDEX ?= {CPU}" in (REPO / "Makefile").read_text()
+
+
+def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing():
+    """The cell as IPython runs it: %pip only when `grader` cannot be imported, as in a fresh Colab runtime."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from grader import notebooks
+
+    code = TransformerManager().transform_cell(notebooks.SETUP)
+    for missing in (True, False):
+        magics = []
+        shell = type("Shell", (), {"run_line_magic": lambda self, name, line: magics.append((name, line))})()
+        spec = type("Util", (), {"find_spec": staticmethod(lambda name: None if missing else object())})
+        exec(
+            code.replace("import importlib.util\n", ""),
+            {"get_ipython": lambda: shell, "importlib": type("M", (), {"util": spec})},
+        )
+        installs = [line for name, line in magics if name == "pip"]
+        assert installs == (
+            [f'install --quiet "gpt2-from-scratch-grader @ {notebooks.GRADER_SOURCE}"'] if missing else []
+        )
+        assert magics[-1] == ("load_ext", "grader.notebooks")
