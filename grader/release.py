@@ -39,6 +39,15 @@ COPIED = ("pyproject.toml", "Makefile", ".gitignore", "tests/conftest.py")
 README_TEMPLATE = "grader/templates/README.learner.md"
 INSTRUCTOR_SECTIONS = ("For instructors", "Layout")  # README sections the learner README leaves out
 INCLUDE = re.compile(r"^<!-- include: (.+) -->$", re.MULTILINE)
+# What the learner README leaves out of the sections it includes, so that it names only what the
+# release ships: a block between `<!-- instructors -->` and `<!-- /instructors -->` lines, a block
+# between `<!-- workflow: NAME -->` and `<!-- /workflow -->` lines unless NAME is the release's
+# workflow (then only the marker lines go), and any other line that holds `<!-- instructors -->`
+# (a table row: a comment line would end the table in the README itself).
+BLOCK = re.compile(r"^<!-- (instructors|workflow: (\w+)) -->\n(.*?)^<!-- /(instructors|workflow) -->(?:\n|\Z)",
+                   re.MULTILINE | re.DOTALL)
+MARKER_LINE = re.compile(r"^<!-- /?(instructors|workflow)\b.*-->$", re.MULTILINE)
+INSTRUCTOR_LINE = re.compile(r"^.*<!-- instructors -->.*(?:\n|\Z)", re.MULTILINE)
 
 
 class ReleaseError(RuntimeError):
@@ -87,8 +96,9 @@ def readme_sections(markdown: str) -> dict[str, str]:
     return {title: "".join(lines[start:end]).rstrip() for (start, tag, title), end in zip(headings, ends) if tag == "h2"}
 
 
-def learner_readme(template: str, readme: str) -> str:
-    """The template with each `<!-- include: HEADING -->` replaced by that section of the README.
+def learner_readme(template: str, readme: str, workflow: str = "classroom") -> str:
+    """The template with each `<!-- include: HEADING -->` replaced by that section of the README,
+    less what is for instructors or for another workflow (see BLOCK).
 
     Every section of the README must be included or listed in INSTRUCTOR_SECTIONS, so a new
     section is placed on purpose rather than silently left out.
@@ -101,7 +111,22 @@ def learner_readme(template: str, readme: str) -> str:
     unplaced = [title for title in sections if title not in included and title not in INSTRUCTOR_SECTIONS]
     if unplaced:
         raise ReleaseError(f"README.md's section {unplaced[0]!r} is neither included in {README_TEMPLATE} nor in INSTRUCTOR_SECTIONS (grader/release.py)")
-    return INCLUDE.sub(lambda match: sections[match.group(1)], template)
+    return learner_text(INCLUDE.sub(lambda match: sections[match.group(1)], template), workflow)
+
+
+def learner_text(markdown: str, workflow: str) -> str:
+    """The learner's text: instructor blocks and lines out, other workflows' blocks out."""
+    def kept(block: re.Match) -> str:
+        opened, name, body, closed = block.groups()
+        if closed != opened.partition(":")[0]:
+            raise ReleaseError(f"README.md: <!-- {opened} --> is closed by <!-- /{closed} -->")
+        return body if name == workflow else ""
+
+    text = BLOCK.sub(kept, markdown)
+    stray = MARKER_LINE.search(text)  # before the lines go, as a marker line would go with them
+    if stray:
+        raise ReleaseError(f"README.md: the marker {stray.group(0)!r} has no partner (blocks do not nest)")
+    return re.sub(r"\n{3,}", "\n\n", INSTRUCTOR_LINE.sub("", text))  # where a block went, one blank line
 
 
 def linked_files(markdown: str) -> set[str]:
@@ -160,7 +185,7 @@ def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_R
     if outdir.exists() and (not outdir.is_dir() or any(outdir.iterdir())):
         raise ReleaseError(f"{outdir} already exists and is not an empty directory; choose a new one")
     available = project_files(root)
-    readme = learner_readme((root / README_TEMPLATE).read_text(), (root / "README.md").read_text())
+    readme = learner_readme((root / README_TEMPLATE).read_text(), (root / "README.md").read_text(), workflow)
     files = learner_files(root, available, workflow) + sorted(linked_files(readme) & set(available))
     outdir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".release-", dir=outdir.parent))  # renamed into place when complete

@@ -6,6 +6,7 @@ import json
 import keyword
 import os
 import re
+import shlex
 import subprocess
 import sys
 import sysconfig
@@ -177,3 +178,153 @@ def test_the_learner_readme_places_every_readme_section(tmp_path):
     with pytest.raises(ReleaseError, match="includes the section 'Quick start'"):
         learner_readme(template.replace("Quickstart", "Quick start"), readme)
     assert linked_files("![a](docs/a.png) [b](other.md#part) [c](https://x.org/c.png) [d](#d)\n") == {"docs/a.png", "other.md"}
+
+
+# --- the learner README names only what the release ships ----------------------------------------
+
+# Paths the learner's own runs create (make's virtualenv, the notebook magic, the workflow's
+# artifact) and placeholders: named by the README, never shipped.
+CREATED_OR_PLACEHOLDER = (".venv/", "notebook_exercises/", "grade-results/", "path/to/")
+PATH_SUFFIXES = (".py", ".yml", ".md", ".toml")
+
+
+def inline_names(markdown: str) -> tuple[list[str], list[str], list[str]]:
+    """The inline code spans, those that open a table cell, and the link or image targets of a
+    Markdown text (tables included)."""
+    from markdown_it import MarkdownIt
+
+    spans, cells, targets = [], [], []
+    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
+    for previous, token in zip([None, *tokens], tokens):
+        for i, child in enumerate(token.children or []):
+            if child.type == "code_inline":
+                spans.append(child.content)
+                if i == 0 and previous is not None and previous.type in ("td_open", "th_open"):
+                    cells.append(child.content)
+            elif child.type in ("link_open", "image"):
+                targets.append(str(child.attrs.get("href") or child.attrs.get("src")))
+    return spans, cells, targets
+
+
+def looks_like_path(word: str) -> bool:
+    """A repository-relative path: not a URL, an absolute path, a variable, an option or an expression."""
+    if "://" in word or word.startswith(("/", "~", "$", "-", "%", "#")) or any(c in word for c in "=<>(|…*"):
+        return False
+    return "/" in word or word.endswith(PATH_SUFFIXES) or word == "Makefile"
+
+
+def named_paths(spans: list[str], targets: list[str]) -> set[str]:
+    words = [word.strip("\"'`,") for span in spans for word in span.split()] + [t.partition("#")[0] for t in targets]
+    return {word for word in words if looks_like_path(word) and not word.startswith(CREATED_OR_PLACEHOLDER)}
+
+
+def shell_words(span: str) -> list[str]:
+    """The words of a command as a shell splits them (`ARGS="a --b"` is one), or by spaces."""
+    try:
+        return shlex.split(span) or [""]
+    except ValueError:  # not a command: an unbalanced quote
+        return span.split() or [""]
+
+
+def named_commands(spans: list[str], cells: list[str]) -> tuple[set[str], set[str]]:
+    """The `make` targets and the `grade` options the spans name: `make grade ARGS="--json x"` names
+    both; a table cell that opens with an option (the options table) names a `grade` option."""
+    targets, options = set(), set()
+    for words in map(shell_words, spans):
+        if words[:1] == ["make"]:
+            targets |= {word for word in words[1:] if "=" not in word and not word.startswith("-")}
+    graded = [span for span in spans if any(word == "grade" or word.endswith("/grade") for word in span.split())]
+    for span in graded + [cell for cell in cells if cell.startswith("--")]:
+        options |= {option.partition("=")[0] for option in re.findall(r"(?<![\w-])--[a-z][\w-]*", span)}
+    return targets, options
+
+
+def shipped(release: Path, path: str) -> bool:
+    """Whether path is in the release, from its root or, for a bare name such as `attention.py`
+    or `drivers/`, inside one of its directories (exercises/, grader/)."""
+    path = path.rstrip("/")
+    return (release / path).exists() or any(release.rglob(path))
+
+
+def make_targets(release: Path) -> set[str]:
+    """The targets of the release's Makefile that a learner would type (no pattern or file rules)."""
+    return set(re.findall(r"^([A-Za-z][\w-]*):(?!=)", (release / "Makefile").read_text(), re.MULTILINE))
+
+
+def grade_options(release: Path, venv: Path) -> set[str]:
+    """The options of the release's own `grade --help`."""
+    code = "import sys; from grader.cli import main; sys.exit(main(['--help']))"
+    helped = subprocess.run([venv / "bin" / "python", "-c", code], cwd=release, capture_output=True, text=True,
+                            timeout=120)
+    assert helped.returncode == 0, helped.stderr
+    return set(re.findall(r"(?<![\w-])--[a-z][\w-]*", helped.stdout))
+
+
+def readme_errors(release: Path, venv: Path) -> list[str]:
+    """What the release's README names that the release does not have, one line each."""
+    spans, cells, targets = inline_names((release / "README.md").read_text())
+    named_targets, named_options = named_commands(spans, cells)
+    missing = sorted(path for path in named_paths(spans, targets) if not shipped(release, path))
+    errors = [f"names {path}, which the release does not ship" for path in missing]
+    errors += [f"names make {t}, not a target of its Makefile" for t in sorted(named_targets - make_targets(release))]
+    unknown = sorted(named_options - grade_options(release, venv))
+    return errors + [f"names grade {option}, not an option of grade --help" for option in unknown]
+
+
+@pytest.fixture(scope="module")
+def grade_release(tmp_path_factory) -> Path:
+    """The release built with --workflow grade (`release` is the default, classroom)."""
+    out = tmp_path_factory.mktemp("release-grade") / "learner"
+    command = [sys.executable, "-m", "grader.release", str(out), "--workflow", "grade"]
+    built = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    return out
+
+
+@pytest.mark.parametrize("workflow", ["classroom", "grade"])
+def test_the_learner_readme_names_only_what_the_release_ships(request, release_venv, workflow):
+    release = request.getfixturevalue({"classroom": "release", "grade": "grade_release"}[workflow])
+    assert readme_errors(release, release_venv) == []
+    readme = (release / "README.md").read_text()
+    assert f".github/workflows/{workflow}.yml" in readme  # the workflow it ships, by name
+
+
+def test_the_readme_check_flags_what_a_release_lacks(release, release_venv, tmp_path):
+    copy = tmp_path / "learner"
+    subprocess.run(["cp", "-a", str(release), str(copy)], check=True)
+    (copy / "README.md").write_text(
+        "Run `make bench` or `grade --frobnicate`; see `tests/test_sandbox.py`, [the CI](.github/workflows/ci.yml)\n"
+        "and `.venv/bin/python bench/grade_speed.py`.\n\n| option | meaning |\n|---|---|\n| `--bogus N` | none |\n")
+    assert readme_errors(copy, release_venv) == [
+        "names .github/workflows/ci.yml, which the release does not ship",
+        "names bench/grade_speed.py, which the release does not ship",
+        "names tests/test_sandbox.py, which the release does not ship",
+        "names make bench, not a target of its Makefile",
+        "names grade --bogus, not an option of grade --help",
+        "names grade --frobnicate, not an option of grade --help",
+    ]
+
+
+def test_the_learner_make_test_installs_only_the_learner_test_extra(release):
+    planned = subprocess.run(["make", "-n", "test", "VENV=.venv-planned"], cwd=release, capture_output=True, text=True,
+                             timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    assert 'pip install -e ".[learner-test]"' in planned.stdout and "[dev]" not in planned.stdout
+    assert "learner-test" in (release / "README.md").read_text()  # and its README says so
+
+
+def test_the_learner_readme_leaves_out_instructor_and_other_workflow_text():
+    from grader.release import ReleaseError, learner_readme
+
+    readme = ("# Course\n\n## Feedback\n\nBoth.\n\n<!-- instructors -->\nRun `bench/x.py`.\n<!-- /instructors -->\n\n"
+              "<!-- workflow: grade -->\nBy grade.yml.\n<!-- /workflow -->\n\n"
+              "<!-- workflow: classroom -->\nBy classroom.yml.\n<!-- /workflow -->\n\n"
+              "| a | b |\n|---|---|\n| x | y |\n| `--solutions` | z <!-- instructors --> |\n")
+    template = "# For learners\n\n<!-- include: Feedback -->\n"
+    expected = "# For learners\n\n## Feedback\n\nBoth.\n\nBy {}.yml.\n\n| a | b |\n|---|---|\n| x | y |\n"
+    assert learner_readme(template, readme, "grade") == expected.format("grade")
+    assert learner_readme(template, readme, "classroom") == expected.format("classroom")
+    with pytest.raises(ReleaseError, match="closed by <!-- /workflow -->"):
+        learner_readme(template, readme.replace("<!-- /instructors -->", "<!-- /workflow -->"), "grade")
+    with pytest.raises(ReleaseError, match="has no partner"):
+        learner_readme(template, readme.replace("<!-- instructors -->\nRun", "Run"), "grade")
