@@ -12,7 +12,8 @@ What goes in:
   (a test module is instructor-only unless it says otherwise; learner modules must pass
   without `solutions/`);
 - `README.md`, from `grader/templates/README.learner.md` with sections of the README filled in,
-  and the files those sections link to or show (images under `docs/`).
+  less their instructor text and other workflows' text (see BLOCK), and the files those sections
+  link to or show (images under `docs/`).
 
 Files are taken from what git tracks or would track (ignored files never go). As a last guard,
 the build fails when any line the stubs hide appears in any file of the release.
