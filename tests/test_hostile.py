@@ -142,6 +142,9 @@ def test_damaged_reference_cache_is_rebuilt_bit_for_bit(reference, tmp_path):
     assert any("is damaged" in m and "rebuilding" in m for m in messages)
     for path in digested_files(reference.directory):
         name = path.relative_to(reference.directory)
+        if path.suffix != ".safetensors":
+            assert (rebuilt.directory / name).read_bytes() == path.read_bytes(), name
+            continue
         fresh, cached = load_file(str(rebuilt.directory / name)), load_file(str(path))
         assert fresh.keys() == cached.keys()
         assert all(np.array_equal(fresh[key], cached[key], equal_nan=True) for key in fresh), name
@@ -171,6 +174,6 @@ def test_corrupt_hugging_face_cache(reference, tmp_path):
     env = {"HF_HUB_CACHE": str(corrupt_hf_cache(tmp_path)), "GPT2_GRADER_CACHE": os.environ["GPT2_GRADER_CACHE"]}
     strict = run_grade("--reference", "gpt2", "--solutions", "embed", env=env)
     assert strict.returncode == 2
-    assert [line for line in strict.stderr.splitlines() if line.startswith("grade:")][0].startswith("grade: could not build the gpt2 reference")
+    assert [line for line in strict.stderr.splitlines() if line.startswith("grade:")][-1].startswith("grade: could not build the gpt2 reference")
     fallback = run_grade("--solutions", "embed", env=env)
     assert fallback.returncode == 0 and "RANDOM model" in fallback.stdout.replace("\n", " ")
