@@ -51,3 +51,10 @@ def verdicts(grade, tmp_path_factory, name: str, **limits) -> dict:
         report = grade(path, *check_ids, **limits)
         _GRADED[key] = {check.id: verdict(check) for check in report.checks}
     return _GRADED[key]
+
+
+def expected_statuses(name: str, graded: dict) -> bool:
+    """Today's verdicts in outline: the solutions pass, the stubs are todo, a variant fails at its check."""
+    if name in ("solutions", "stubs"):
+        return {v["status"] for v in graded.values()} == {"pass" if name == "solutions" else "todo"}
+    return graded[MISTAKES[name][0]]["status"] == "fail"
