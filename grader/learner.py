@@ -25,6 +25,7 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -607,6 +608,7 @@ def serve() -> None:
     if sys.path and Path(sys.path[0] or ".").resolve() == Path.cwd():
         sys.path.pop(0)  # `python -m` put the grader's working directory first; the learner gets none of it
     sys.dont_write_bytecode = True  # the learner's files are read, never written beside
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the grader's to handle: it ends this process itself
     sandbox.become_subreaper()
     preload()
     answers.write(wire.READY + "\n")

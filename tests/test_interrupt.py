@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import time
 
@@ -26,7 +27,7 @@ def test_ctrl_c_leaves_one_line_and_nothing_running(reference, tmp_path):
         started = psutil.Process(child.pid).children(recursive=True)
         time.sleep(0.05)
     assert started, "the grading never started its worker"
-    child.sendintr()
+    os.killpg(child.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground process group
     child.expect(pexpect.EOF)
     child.close()
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before)  # what the terminal shows, without its control sequences
