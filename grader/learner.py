@@ -578,6 +578,8 @@ def run_one(request: Request, answer_fd: int) -> wire.WorkerAnswer:
         run_check(request, forked=False)
         sandbox.end_descendants()
         return wire.WorkerAnswer("answered")
+    if request.sandbox:
+        sandbox.allow_lists(Path(request.package).resolve())  # worked out here, once per package
     pid = os.fork()
     if pid == 0:
         check_process(request, answer_fd)

@@ -8,6 +8,7 @@ graders building at once cannot leave a half-written entry.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,6 +28,7 @@ from . import __version__, wire
 from .paths import cache_root
 
 GRADER_DIR = Path(__file__).resolve().parent
+VERIFIED_FILE = "verified.json"  # which files an earlier run hashed, by their stat; not part of the entry
 ENTRY_FILES = ("weights.safetensors", "expected.safetensors", "vocabulary.json", "meta.json")  # and inputs/<check>.safetensors
 
 
@@ -143,6 +145,7 @@ class Seal:
     def __init__(self, data: ReferenceData):
         self.data = data
         self.stats = {path: _stat(path) for path in [*digested_files(data.directory), data.directory / "meta.json"]}
+        self._recall_verified()
         self._problem: str | None = None
         self._thread = threading.Thread(target=self._verify, daemon=True)
         self._thread.start()
@@ -157,6 +160,26 @@ class Seal:
                 self._problem = f"{name} is not what the reference builder wrote"
                 return
             verified[path] = self.stats[path]
+        self._remember_verified()
+
+    def _recall_verified(self) -> None:
+        """Files hashed by an earlier run and not written since (a write always moves the change
+        time, which no unprivileged process can set back): the weights are not hashed every run."""
+        try:
+            earlier = json.loads((self.data.directory / VERIFIED_FILE).read_text())
+        except (OSError, ValueError):
+            return
+        for path, stat in self.stats.items():
+            if isinstance(earlier, dict) and earlier.get(str(path.relative_to(self.data.directory))) == list(stat) and stat:
+                self.data.verified[path] = stat
+
+    def _remember_verified(self) -> None:
+        directory = self.data.directory
+        record = {str(path.relative_to(directory)): list(stat) for path, stat in self.data.verified.items() if directory in path.parents}
+        staging = self.data.directory / f".{VERIFIED_FILE}.{os.getpid()}"
+        with contextlib.suppress(OSError):  # an unwritable cache only costs the hashing next time
+            staging.write_text(json.dumps(record))
+            os.replace(staging, self.data.directory / VERIFIED_FILE)
 
     def broken(self) -> str | None:
         """Why the entry cannot be trusted, or None."""

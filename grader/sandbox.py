@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import sys
 import sysconfig
@@ -171,11 +172,19 @@ def readable_paths(package: Path) -> list[Path]:
 
 def policy_for(package: Path, scratch: Path) -> Policy:
     """The check's allow-list; the directories split around what is forbidden stay listable."""
+    readable, listable = allow_lists(package)
+    return Policy(readable, listable, scratch)
+
+
+@functools.lru_cache(maxsize=8)
+def allow_lists(package: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """What `policy_for` allows besides the scratch directory: the same for every check of a package,
+    so the fork server works it out once (before forking) rather than every check's process."""
     forbidden = forbidden_paths(package)
     roots = python_paths()
     listable = {parent for path in forbidden for parent in path.parents if any(parent == r or r in parent.parents for r in roots)}
     grader = Path(__file__).resolve().parent
-    return Policy(tuple(readable_paths(package)), tuple(sorted(listable | {grader})), scratch)
+    return tuple(readable_paths(package)), tuple(sorted(listable | {grader}))
 
 
 def confine(policy: Policy) -> None:
