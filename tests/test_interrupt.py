@@ -17,9 +17,14 @@ from conftest import REPO, run_grade
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
 
 
+def default_sigint() -> None:
+    """As in a terminal: a test run started in the background (`cmd &`) would pass SIGINT on ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_leaves_one_line_and_nothing_running(reference, tmp_path):
     report = tmp_path / "report.json"
-    child = pexpect.spawn(sys.executable, ["-m", "grader", "--reference", "random", "--solutions", "--json", str(report)], cwd=str(REPO), env=dict(os.environ), encoding="utf-8", timeout=300)
+    child = pexpect.spawn(sys.executable, ["-m", "grader", "--reference", "random", "--solutions", "--json", str(report)], cwd=str(REPO), env=dict(os.environ), encoding="utf-8", timeout=300, preexec_fn=default_sigint)
     child.expect("running")  # the status line: the learner's worker is at work
     deadline = time.monotonic() + 30
     started: list[psutil.Process] = []
