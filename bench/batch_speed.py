@@ -53,7 +53,19 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="batch-bench-") as scratch:
             root = Path(scratch)
             write_class(root / "class", size)
-            command = [sys.executable, "-m", "grader.batch", str(root / "class"), *args.checks, "--csv", str(root / "grades.csv"), "--reference", "random", "--jobs", str(args.jobs)]
+            command = [
+                sys.executable,
+                "-m",
+                "grader.batch",
+                str(root / "class"),
+                *args.checks,
+                "--csv",
+                str(root / "grades.csv"),
+                "--reference",
+                "random",
+                "--jobs",
+                str(args.jobs),
+            ]
             started = time.perf_counter()
             subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             seconds = time.perf_counter() - started

@@ -52,8 +52,22 @@ def medians(command: list[str], env_for_run, runs: int) -> tuple[float, float]:
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
-    memory = next((int(line.split()[1]) // 2**20 for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")), 0)
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    memory = next(
+        (
+            int(line.split()[1]) // 2**20
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        ),
+        0,
+    )
     import torch
 
     return f"{cpu}, {os.cpu_count()} cores, {memory} GiB RAM; Python {platform.python_version()}, torch {torch.__version__}"
@@ -68,10 +82,18 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="grade-speed-"))
     base = {**os.environ, "HF_HUB_OFFLINE": "1"}
     # A Hugging Face cache that holds "gpt2" (the random model), as a learner's would after a download.
-    subprocess.run([*GRADE, "--reference", "random", "--solutions", "embed"], cwd=REPO, env={**base, "GPT2_GRADER_CACHE": str(scratch / "seed")}, check=True, capture_output=True)
+    subprocess.run(
+        [*GRADE, "--reference", "random", "--solutions", "embed"],
+        cwd=REPO,
+        env={**base, "GPT2_GRADER_CACHE": str(scratch / "seed")},
+        check=True,
+        capture_output=True,
+    )
     hub = scratch / "seed" / "random-hub"
     warm = {**base, "HF_HUB_CACHE": str(hub), "GPT2_GRADER_CACHE": str(scratch / "warm")}
-    subprocess.run([*GRADE, "--reference", "gpt2", "--solutions", "embed"], cwd=REPO, env=warm, check=True, capture_output=True)
+    subprocess.run(
+        [*GRADE, "--reference", "gpt2", "--solutions", "embed"], cwd=REPO, env=warm, check=True, capture_output=True
+    )
     cold_runs = iter(range(10**6))
 
     def cold_env() -> dict:
@@ -85,7 +107,11 @@ def main() -> None:
         floor = floor or warm_seconds
         cold = medians(command, cold_env, args.cold_runs) if args.cold_runs and "--solutions" in command else None
         rows.append((label, warm_seconds, warm_rss, cold))
-        print(f"{label}: warm {warm_seconds:.2f} s ({warm_seconds / floor:.2f}x), {warm_rss:.0f} MB" + (f"; cold {cold[0]:.2f} s, {cold[1]:.0f} MB" if cold else ""), flush=True)
+        print(
+            f"{label}: warm {warm_seconds:.2f} s ({warm_seconds / floor:.2f}x), {warm_rss:.0f} MB"
+            + (f"; cold {cold[0]:.2f} s, {cold[1]:.0f} MB" if cold else ""),
+            flush=True,
+        )
     shutil.rmtree(scratch, ignore_errors=True)
     lines = [
         "# `grade` speed",

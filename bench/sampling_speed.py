@@ -76,18 +76,27 @@ def main() -> None:
 
     def hf_generate(n: int) -> str:
         with torch.inference_mode():
-            out = hf_model.generate(**prompt_ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+            out = hf_model.generate(
+                **prompt_ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=tokenizer.eos_token_id
+            )
         return tokenizer.decode(out[0])
 
-    generators = {name: (lambda n, s=sampler: s.sample(PROMPT, n, temperature=0.0)) for name, sampler in samplers.items()}
+    generators = {
+        name: (lambda n, s=sampler: s.sample(PROMPT, n, temperature=0.0)) for name, sampler in samplers.items()
+    }
     generators["transformers generate"] = hf_generate
     texts = {name: generate(32) for name, generate in generators.items()}
     assert len(set(texts.values())) == 1, texts  # the same weights give the same greedy text
 
-    print(f"{reference.kind} weights; torch {torch.__version__}, {torch.get_num_threads()} threads; {platform.processor() or platform.machine()}")
+    print(
+        f"{reference.kind} weights; torch {torch.__version__}, {torch.get_num_threads()} threads; {platform.processor() or platform.machine()}"
+    )
     print(f"{'new tokens':>10} | " + " | ".join(f"{name:>22}" for name in generators))
     for n in args.tokens:
-        rates = [n / median_seconds(lambda: generate(n), args.repeats) for generate in generators.values()]
+        rates = [
+            n / median_seconds(lambda generate=generate, n=n: generate(n), args.repeats)
+            for generate in generators.values()
+        ]
         print(f"{n:>10} | " + " | ".join(f"{rate:>16.1f} tok/s" for rate in rates))
 
 

@@ -37,9 +37,7 @@ class Attention(nn.Module):
         # TODO: implement this (see the docstring above)
         raise NotImplementedError()
 
-    def forward(
-        self, normalized_resid_pre: Float[Tensor, "batch posn d_model"]
-    ) -> Float[Tensor, "batch posn d_model"]:
+    def forward(self, normalized_resid_pre: Float[Tensor, "batch posn d_model"]) -> Float[Tensor, "batch posn d_model"]:
         """q, k, v per head; scores q.k / sqrt(d_head); causal mask; softmax over keys; mix v; project with W_O.
 
         Shapes: (batch, posn, d_model) -> q, k, v (batch, posn, n_heads, d_head)

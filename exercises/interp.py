@@ -86,7 +86,9 @@ def is_tied(model: Transformer) -> bool:
     raise NotImplementedError()
 
 
-def erase_direction(x: Float[Tensor, "batch posn d_model"], v: Float[Tensor, "d_model"]) -> Float[Tensor, "batch posn d_model"]:
+def erase_direction(
+    x: Float[Tensor, "batch posn d_model"], v: Float[Tensor, "d_model"]
+) -> Float[Tensor, "batch posn d_model"]:
     """An idealised ReLU neuron with input direction v and output direction -v:
     x - v ReLU(v . x), which removes x's component along the unit vector v when it is positive.
 

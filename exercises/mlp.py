@@ -31,9 +31,7 @@ class MLP(nn.Module):
         nn.init.normal_(self.W_in, std=cfg.init_range)
         nn.init.normal_(self.W_out, std=cfg.init_range)
 
-    def forward(
-        self, normalized_resid_mid: Float[Tensor, "batch posn d_model"]
-    ) -> Float[Tensor, "batch posn d_model"]:
+    def forward(self, normalized_resid_mid: Float[Tensor, "batch posn d_model"]) -> Float[Tensor, "batch posn d_model"]:
         """pre = x W_in + b_in; post = gelu_new(pre); out = post W_out + b_out.
 
         Shapes: (batch, posn, d_model) -> pre, post (batch, posn, d_mlp) -> (batch, posn, d_model).

@@ -174,7 +174,10 @@ class Beams:
 
     @property
     def logprobs_and_completions(self) -> list[tuple[float, str]]:
-        return [(float(logprob_sum), self.tokenizer.decode(tokens)) for logprob_sum, tokens in zip(self.logprob_sums, self.tokens)]
+        return [
+            (float(logprob_sum), self.tokenizer.decode(tokens))
+            for logprob_sum, tokens in zip(self.logprob_sums, self.tokens, strict=False)
+        ]
 
     def banned_next_tokens(self, no_repeat_ngram_size: int, d_vocab: int) -> Bool[Tensor, "batch d_vocab"]:
         """True where a next token would complete an n-gram (n = no_repeat_ngram_size) already in the beam.

@@ -60,7 +60,13 @@ class Submission:
         return self.report["score"] if self.report else 0
 
     def to_dict(self, max_score: int) -> dict:
-        return {"submission": self.name, "score": self.score, "max_score": max_score, "error": self.error or None, "report": self.report}
+        return {
+            "submission": self.name,
+            "score": self.score,
+            "max_score": max_score,
+            "error": self.error or None,
+            "report": self.report,
+        }
 
 
 def submissions_in(root: Path) -> list[Path]:
@@ -68,7 +74,9 @@ def submissions_in(root: Path) -> list[Path]:
 
 
 def missing_files(exercises: Path, checks: Sequence) -> list[str]:
-    return sorted({f"{check.target.file}.py" for check in checks if not (exercises / f"{check.target.file}.py").is_file()})
+    return sorted(
+        {f"{check.target.file}.py" for check in checks if not (exercises / f"{check.target.file}.py").is_file()}
+    )
 
 
 def symlinks_in(submission: Path, exercises: Path) -> list[str]:
@@ -97,7 +105,15 @@ def kill_group(process: subprocess.Popen) -> None:
 def run_in_own_group(command: list[str], seconds: float, env: dict) -> tuple[int, str]:
     """Exit code and stderr of command, run in a new process group. Past `seconds` the whole group
     (the learner's processes with it) is killed and TimeoutError raised."""
-    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, stderr = process.communicate(timeout=seconds)
     except subprocess.TimeoutExpired:
@@ -122,7 +138,16 @@ def grade_submission(submission: Path, checks: Sequence, options: Options) -> Su
             shutil.copytree(exercises, package, ignore=shutil.ignore_patterns("__pycache__"))
         except OSError as error:
             return Submission(submission.name, error=f"could not copy exercises/: {error}")
-        command = [sys.executable, "-m", "grader", *options.check_ids, "--exercises", str(package), "--reference", options.reference]
+        command = [
+            sys.executable,
+            "-m",
+            "grader",
+            *options.check_ids,
+            "--exercises",
+            str(package),
+            "--reference",
+            options.reference,
+        ]
         command += ["--timeout", str(options.timeout), "--json", str(report_path), *options.sandbox_flags]
         # One torch thread each: the parallelism is the jobs', and threads that lose their core spin.
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -134,7 +159,9 @@ def grade_submission(submission: Path, checks: Sequence, options: Options) -> Su
             report = json.loads(report_path.read_text())
         except (OSError, ValueError):
             last = (stderr.strip().splitlines() or [""])[-1]
-            return Submission(submission.name, error=f"the grading process stopped without a report (exit code {code}) {last}".strip())
+            return Submission(
+                submission.name, error=f"the grading process stopped without a report (exit code {code}) {last}".strip()
+            )
     report["package"] = str(exercises)  # not the scratch copy, gone by now
     missing = missing_files(exercises, checks)
     return Submission(submission.name, report, f"missing {', '.join(missing)}" if missing else "")
@@ -155,21 +182,58 @@ def write_gradebook(path: Path, results: list[Submission], checks: Sequence) -> 
         writer = csv.writer(handle)
         writer.writerow(["submission", *(check.id for check in checks), "score", "max_score", "error"])
         for result in results:
-            row = [result.name, *(result.statuses.get(check.id, "") for check in checks), result.score, max_score, result.error]
+            row = [
+                result.name,
+                *(result.statuses.get(check.id, "") for check in checks),
+                result.score,
+                max_score,
+                result.error,
+            ]
             writer.writerow([spreadsheet_safe(cell) for cell in row])
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grader.batch", description=__doc__.splitlines()[0])
-    p.add_argument("submissions", type=Path, metavar="SUBMISSIONS_DIR", help="a directory with one learner checkout per subdirectory")
+    p.add_argument(
+        "submissions",
+        type=Path,
+        metavar="SUBMISSIONS_DIR",
+        help="a directory with one learner checkout per subdirectory",
+    )
     p.add_argument("checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all)")
     p.add_argument("--csv", type=Path, required=True, metavar="FILE", help="the gradebook to write")
-    p.add_argument("--results", type=Path, metavar="DIR", help="where to write one JSON result per submission (default: next to the CSV, FILE-results/)")
-    p.add_argument("--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N", help="submissions graded at once (default: the number of cores)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})")
-    p.add_argument("--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (as grade)")
-    p.add_argument("--submission-timeout", type=float, metavar="SECONDS", help="time allowed per submission (default: the per-check time for every check, plus two minutes)")
+    p.add_argument(
+        "--results",
+        type=Path,
+        metavar="DIR",
+        help="where to write one JSON result per submission (default: next to the CSV, FILE-results/)",
+    )
+    p.add_argument(
+        "--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)"
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="submissions graded at once (default: the number of cores)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (as grade)"
+    )
+    p.add_argument(
+        "--submission-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="time allowed per submission (default: the per-check time for every check, plus two minutes)",
+    )
     return p
 
 
@@ -215,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def done(result: Submission) -> None:
         (results_dir / f"{result.name}.json").write_text(json.dumps(result.to_dict(max_score), indent=2) + "\n")
-        print(f"{result.name}: {result.score}/{max_score}" + (f" ({result.error})" if result.error else ""), file=sys.stderr)
+        print(
+            f"{result.name}: {result.score}/{max_score}" + (f" ({result.error})" if result.error else ""),
+            file=sys.stderr,
+        )
 
     results = grade_all(submissions, checks, options, args.jobs, done)
     write_gradebook(args.csv, results, checks)

@@ -19,32 +19,71 @@ REPORT_FILES = (
     ("--json", "json", "also write the results as JSON to FILE"),
     ("--junit", "junit", "also write the results as JUnit XML to FILE"),
     ("--gradescope", "gradescope", "also write the results as Gradescope's results.json to FILE"),
-    ("--html", "html", "also write a self-contained HTML page to FILE: the results, attention patterns beside GPT-2's, where outputs differ, the logit lens"),
+    (
+        "--html",
+        "html",
+        "also write a self-contained HTML page to FILE: the results, attention patterns beside GPT-2's, where outputs differ, the logit lens",
+    ),
 )
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grade", description="Grade your GPT-2 modules against the real GPT-2.")
-    p.add_argument("checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all), e.g. attention mlp")
+    p.add_argument(
+        "checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all), e.g. attention mlp"
+    )
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--exercises", type=Path, metavar="PATH", help="grade the package at PATH (default: ./exercises)")
+    source.add_argument(
+        "--exercises", type=Path, metavar="PATH", help="grade the package at PATH (default: ./exercises)"
+    )
     source.add_argument("--solutions", action="store_true", help="grade the reference solutions in solutions/")
-    p.add_argument("--reference", choices=("auto", "gpt2", "random"), default="auto", help="gpt2: the released weights; random: a seeded random model of the same shape; auto (default): gpt2 when cached or downloadable, else random")
+    p.add_argument(
+        "--reference",
+        choices=("auto", "gpt2", "random"),
+        default="auto",
+        help="gpt2: the released weights; random: a seeded random model of the same shape; auto (default): gpt2 when cached or downloadable, else random",
+    )
     for option, _, help_text in REPORT_FILES:
         p.add_argument(option, type=Path, metavar="FILE", help=help_text)
-    p.add_argument("--github", action="store_true", help="under GitHub Actions: a step summary, annotations at your lines, the score as a notice and the GitHub Classroom result")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})")
-    p.add_argument("--memory-limit", type=float, default=DEFAULT_MEMORY_LIMIT_GB, metavar="GB", help=f"memory a check may allocate before it is stopped (default: {DEFAULT_MEMORY_LIMIT_GB:g}; 0: no limit)")
+    p.add_argument(
+        "--github",
+        action="store_true",
+        help="under GitHub Actions: a step summary, annotations at your lines, the score as a notice and the GitHub Classroom result",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=float,
+        default=DEFAULT_MEMORY_LIMIT_GB,
+        metavar="GB",
+        help=f"memory a check may allocate before it is stopped (default: {DEFAULT_MEMORY_LIMIT_GB:g}; 0: no limit)",
+    )
     where = "where your modules, GPT-2's weights and the inputs go (default: cpu); auto: cuda, else mps, else cpu"
     p.add_argument("--device", choices=DEVICES, default="cpu", help=where)
-    p.add_argument("--trace", action="store_true", help="print every tensor your code names, with its shape and GPT-2's")
+    p.add_argument(
+        "--trace", action="store_true", help="print every tensor your code names, with its shape and GPT-2's"
+    )
     confinement = p.add_mutually_exclusive_group()
-    confinement.add_argument("--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (Gradescope, batch grading)")
-    confinement.add_argument("--no-sandbox", action="store_true", help="run checks unconfined (for debugging the grader; reports say so)")
+    confinement.add_argument(
+        "--require-sandbox",
+        action="store_true",
+        help="refuse to grade where the sandbox is not available (Gradescope, batch grading)",
+    )
+    confinement.add_argument(
+        "--no-sandbox", action="store_true", help="run checks unconfined (for debugging the grader; reports say so)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0); the report prints it")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
     p.add_argument("--quiet", action="store_true", help="leave out what your code printed during each check")
-    p.add_argument("--download", action="store_true", help="fetch GPT-2 into the Hugging Face cache (online, once) and exit")
+    p.add_argument(
+        "--download", action="store_true", help="fetch GPT-2 into the Hugging Face cache (online, once) and exit"
+    )
     return p
 
 
@@ -92,7 +131,9 @@ def grade(checks, package: Path, args) -> int:
         print(f"grade: --require-sandbox, and there is none: {confinement.describe()}", file=sys.stderr)
         return 2
     # Everything the grader needs after the learner's code has run is imported before it runs.
-    renderers = {module: importlib.import_module(f"grader.render.{module}") for option, module, _ in requested_files(args)}
+    renderers = {
+        module: importlib.import_module(f"grader.render.{module}") for option, module, _ in requested_files(args)
+    }
     sandbox.become_subreaper()  # a learner process that outlives its worker still ends with the grading
     on_actions = args.github and github.under_actions(os.environ)
     if args.github and not on_actions:
@@ -106,7 +147,13 @@ def grade(checks, package: Path, args) -> int:
     except ReferenceUnavailable as error:
         print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
         return 2
-    limits = Limits(timeout=args.timeout, memory_gb=args.memory_limit, trace=args.trace, sandbox=not args.no_sandbox, device=args.device)
+    limits = Limits(
+        timeout=args.timeout,
+        memory_gb=args.memory_limit,
+        trace=args.trace,
+        sandbox=not args.no_sandbox,
+        device=args.device,
+    )
     try:
         with errors.status(f"running {len(checks)} checks on {package}"):
             report = grade_package(package, checks, reference, limits)
@@ -153,7 +200,9 @@ def prepare_reference(args, errors):
 
     if not errors.is_terminal:
         return ensure_reference(args.reference, plain_progress(), seed=args.seed)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=errors, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=errors, transient=True
+    ) as bar:
         task = bar.add_task("checking the reference cache", total=1.0)
 
         def progress(message: str, fraction: float | None = None) -> None:
@@ -179,7 +228,9 @@ def plain_progress():
 
 def requested_files(args) -> list[tuple[str, str, Path]]:
     """(option, renderer module, path) of each report file asked for."""
-    paths = ((option, module, getattr(args, option.lstrip("-").replace("-", "_"))) for option, module, _ in REPORT_FILES)
+    paths = (
+        (option, module, getattr(args, option.lstrip("-").replace("-", "_"))) for option, module, _ in REPORT_FILES
+    )
     return [(option, module, path) for option, module, path in paths if path is not None]
 
 

@@ -41,7 +41,9 @@ def validate(actual: np.ndarray, expected: np.ndarray, allow_minus_inf: bool = F
     if bad.any():
         index = first_index(bad)
         kind = "NaN" if np.isnan(actual[index]) else "inf"
-        return CaseComparison(False, f"output has {int(bad.sum())} non-finite values, the first a {kind} at index {index}", **shapes)
+        return CaseComparison(
+            False, f"output has {int(bad.sum())} non-finite values, the first a {kind} at index {index}", **shapes
+        )
     return None
 
 
@@ -54,7 +56,11 @@ def allclose(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> 
     max_abs_diff = float(diff.max()) if diff.size else 0.0
     within = float(close.mean()) if close.size else 1.0
     ok = bool(close.all())
-    message = "" if ok else f"max abs diff {max_abs_diff:.3g} at index {first_index(diff == diff.max())}; {within:.1%} of values within tolerance"
+    message = (
+        ""
+        if ok
+        else f"max abs diff {max_abs_diff:.3g} at index {first_index(diff == diff.max())}; {within:.1%} of values within tolerance"
+    )
     return CaseComparison(ok, message, max_abs_diff, within, list(actual.shape), list(expected.shape))
 
 
@@ -73,13 +79,25 @@ def causal_mask(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) 
     shapes = {"actual_shape": list(actual.shape), "expected_shape": list(expected.shape)}
     if leaked.any():
         index = first_index(leaked)
-        return CaseComparison(False, f"{int(leaked.sum())} scores of future keys are not masked, the first at (query {index[-2]}, key {index[-1]})", max_abs_diff, **shapes)
+        return CaseComparison(
+            False,
+            f"{int(leaked.sum())} scores of future keys are not masked, the first at (query {index[-2]}, key {index[-1]})",
+            max_abs_diff,
+            **shapes,
+        )
     if hidden.any():
         index = first_index(hidden)
         where = "on the diagonal" if index[-1] == index[-2] else "of past keys"
-        return CaseComparison(False, f"{int(hidden.sum())} scores {where} are masked, the first at (query {index[-2]}, key {index[-1]}); keep key <= query visible", max_abs_diff, **shapes)
+        return CaseComparison(
+            False,
+            f"{int(hidden.sum())} scores {where} are masked, the first at (query {index[-2]}, key {index[-1]}); keep key <= query visible",
+            max_abs_diff,
+            **shapes,
+        )
     if changed.any():
-        return CaseComparison(False, f"visible scores were changed: max abs diff {max_abs_diff:.3g}", max_abs_diff, **shapes)
+        return CaseComparison(
+            False, f"visible scores were changed: max abs diff {max_abs_diff:.3g}", max_abs_diff, **shapes
+        )
     return CaseComparison(True, "", max_abs_diff, 1.0, **shapes)
 
 

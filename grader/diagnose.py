@@ -37,12 +37,18 @@ def same_up_to_axis_order(actual: np.ndarray, expected: np.ndarray, tolerance: T
     """`close` after any reordering of axes: (batch, n_heads, posn, d_head) matches (batch, posn, n_heads, d_head)."""
     if actual.ndim != expected.ndim or sorted(actual.shape) != sorted(expected.shape):
         return False
-    orders = (order for order in itertools.permutations(range(actual.ndim)) if tuple(actual.shape[i] for i in order) == expected.shape)
+    orders = (
+        order
+        for order in itertools.permutations(range(actual.ndim))
+        if tuple(actual.shape[i] for i in order) == expected.shape
+    )
     return any(close(actual.transpose(order), expected, tolerance) for order in orders)
 
 
-def first_divergence(steps: list[tuple[str, np.ndarray]], candidates: list[np.ndarray], tolerance: Tolerance, reference: str = "GPT-2") -> str | None:
-    """"q, k, v match GPT-2; attn_scores is the first step that does not", matching the learner's
+def first_divergence(
+    steps: list[tuple[str, np.ndarray]], candidates: list[np.ndarray], tolerance: Tolerance, reference: str = "GPT-2"
+) -> str | None:
+    """ "q, k, v match GPT-2; attn_scores is the first step that does not", matching the learner's
     tensors to GPT-2's intermediates by value, whatever their names. None when nothing was recorded."""
     if not candidates:
         return None
@@ -58,9 +64,11 @@ def first_divergence(steps: list[tuple[str, np.ndarray]], candidates: list[np.nd
 
 
 def join_steps(labels: list[str]) -> str:
-    """"embed, pos_embed, blocks.0-blocks.4": runs of numbered blocks are shortened."""
+    """ "embed, pos_embed, blocks.0-blocks.4": runs of numbered blocks are shortened."""
     parts: list[str] = []
-    for prefix, group in itertools.groupby(labels, key=lambda label: re.sub(r"\d+$", "", label) if re.search(r"\.\d+$", label) else label):
+    for _, group in itertools.groupby(
+        labels, key=lambda label: re.sub(r"\d+$", "", label) if re.search(r"\.\d+$", label) else label
+    ):
         group = list(group)
         parts.append(f"{group[0]}-{group[-1]}" if len(group) > 2 else ", ".join(group))
     return ", ".join(parts)

@@ -39,7 +39,9 @@ def logit_lens_tops(evidence) -> dict:
     output = evidence.outcome.outputs.get(wire.output_key(case))
     expected = evidence.expected[case]
     yours = tops(output) if output is not None and output.shape == expected.shape else None
-    return {"logit_lens": {"tokens": evidence.token_strings(evidence.prompt_tokens), "gpt2": tops(expected), "yours": yours}}
+    return {
+        "logit_lens": {"tokens": evidence.token_strings(evidence.prompt_tokens), "gpt2": tops(expected), "yours": yours}
+    }
 
 
 def difference(evidence, case: str) -> dict:

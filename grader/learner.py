@@ -33,7 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import sandbox, wire
-from .wire import CaseSpec, Capture, Request
+from .wire import Capture, CaseSpec, Request
 
 PACKAGE_NAME = "learner_package"
 FORBIDDEN_IMPORTS = ("transformer_lens", "transformers", "solutions")
@@ -78,7 +78,9 @@ def one_line(error: BaseException) -> str:
 class LearnerPackage:
     def __init__(self, path: Path):
         self.path = path.resolve()
-        spec = importlib.util.spec_from_file_location(PACKAGE_NAME, self.path / "__init__.py", submodule_search_locations=[str(self.path)])
+        spec = importlib.util.spec_from_file_location(
+            PACKAGE_NAME, self.path / "__init__.py", submodule_search_locations=[str(self.path)]
+        )
         if spec is None or spec.loader is None:
             raise ImportError(f"{self.path} is not a Python package (no __init__.py)")
         package = importlib.util.module_from_spec(spec)
@@ -150,8 +152,15 @@ def load_weights(module, sources: dict) -> dict:
     missing = sorted(set(own) - set(sources))
     unexpected = sorted(set(sources) - set(own))
     shapes = {name: handle.get_slice(key).get_shape() for name, (handle, key) in sources.items() if name in own}
-    misshapen = {name: [list(own[name].shape), shape] for name, shape in shapes.items() if list(own[name].shape) != list(shape)}
-    facts = {"missing": missing, "unexpected": unexpected, "misshapen": misshapen, "suggestions": {name: difflib.get_close_matches(name, unexpected, n=1) for name in missing}}
+    misshapen = {
+        name: [list(own[name].shape), shape] for name, shape in shapes.items() if list(own[name].shape) != list(shape)
+    }
+    facts = {
+        "missing": missing,
+        "unexpected": unexpected,
+        "misshapen": misshapen,
+        "suggestions": {name: difflib.get_close_matches(name, unexpected, n=1) for name in missing},
+    }
     if missing or misshapen:
         raise WeightsMismatch(facts)
     with torch.no_grad():
@@ -174,7 +183,9 @@ def learner_frame(error: BaseException, package: Path) -> dict:
     """The innermost place in the learner's files where `error` came from."""
     if isinstance(error, SyntaxError) and error.filename and Path(error.filename).resolve().is_relative_to(package):
         return {"file": Path(error.filename).name, "line": error.lineno, "code": (error.text or "").strip()}
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).resolve().is_relative_to(package)]
+    frames = [
+        f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).resolve().is_relative_to(package)
+    ]
     if not frames:
         return {}
     frame = frames[-1]
@@ -218,7 +229,9 @@ class CaseContext:
             names = [k[len(prefix) :] for k in self.weights.keys() if k.startswith(prefix)]
             overrides = self.case.overrides
             sources = {
-                name: (self.inputs, wire.override_key(self.case.name, name)) if name in overrides else (self.weights, prefix + name)
+                name: (self.inputs, wire.override_key(self.case.name, name))
+                if name in overrides
+                else (self.weights, prefix + name)
                 for name in names
             }
             self.reply["weights"] = load_weights(module, sources)
@@ -529,11 +542,15 @@ def supervise(pid: int, request: Request) -> wire.WorkerAnswer:
         while answer is None:
             if select.select([pidfd], [], [], 0.1)[0]:
                 _, status = os.waitpid(pid, 0)
-                answer = wire.WorkerAnswer("answered") if status == 0 else wire.WorkerAnswer("crashed", exit_reason(status))
+                answer = (
+                    wire.WorkerAnswer("answered") if status == 0 else wire.WorkerAnswer("crashed", exit_reason(status))
+                )
             elif time.monotonic() > deadline:
                 answer = wire.WorkerAnswer("timeout", f"no answer within {request.timeout:g} s (an infinite loop?)")
             elif request.memory_bytes and tree_memory(pid, baseline) > baseline + request.memory_bytes:
-                answer = wire.WorkerAnswer("memory", f"the check's processes used more than {request.memory_bytes / 2**30:g} GB")
+                answer = wire.WorkerAnswer(
+                    "memory", f"the check's processes used more than {request.memory_bytes / 2**30:g} GB"
+                )
     finally:
         os.close(pidfd)
         sandbox.end_descendants()

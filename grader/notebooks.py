@@ -48,7 +48,10 @@ HOW_TO = (
     "below it: each grades one check against GPT-2 and shows what is wrong. "
     "Work through the parts in order, in one directory: later parts use the modules of earlier ones."
 )
-KERNEL = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}, "language_info": {"name": "python"}}
+KERNEL = {
+    "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+    "language_info": {"name": "python"},
+}
 
 
 # --- generating the source notebooks ------------------------------------------------------------
@@ -59,7 +62,13 @@ def nbgrader_cell(source: str, grade_id: str, *, solution: bool = False, points:
     import nbformat
     from nbgrader.nbgraderformat import SCHEMA_VERSION
 
-    meta = {"grade_id": grade_id, "grade": points is not None, "solution": solution, "locked": not solution, "schema_version": SCHEMA_VERSION}
+    meta = {
+        "grade_id": grade_id,
+        "grade": points is not None,
+        "solution": solution,
+        "locked": not solution,
+        "schema_version": SCHEMA_VERSION,
+    }
     if points is not None:
         meta["points"] = points
     return nbformat.v4.new_code_cell(source, metadata={"nbgrader": meta})
@@ -73,7 +82,11 @@ def part_files(part: str, checks: list, solutions: Path) -> list[str]:
     owner: dict[str, str] = {}
     for check in checks:
         owner.setdefault(check.target.file, check.part)
-    given = [path.stem for path in sorted(solutions.glob("*.py")) if path.stem != "__init__" and path.stem not in owner and strip_solutions(path.read_text()) == path.read_text()]
+    given = [
+        path.stem
+        for path in sorted(solutions.glob("*.py"))
+        if path.stem != "__init__" and path.stem not in owner and strip_solutions(path.read_text()) == path.read_text()
+    ]
     return given + [file for file, first in owner.items() if first == part]
 
 
@@ -83,16 +96,35 @@ def part_notebook(number: int, part: str, checks: list, solutions: Path):
 
     from .stubs import strip_solutions
 
-    introduction = (importlib.import_module(f"{__package__}.checks.{part}").__doc__ or "").strip().split("\n\n")[0]  # the rest is for the grader's authors
-    cells = [nbformat.v4.new_markdown_cell(f"# GPT-2 from scratch, part {number}: {part}\n\n{introduction}\n\n{HOW_TO}"), nbgrader_cell(SETUP, "setup")]
+    introduction = (
+        (importlib.import_module(f"{__package__}.checks.{part}").__doc__ or "").strip().split("\n\n")[0]
+    )  # the rest is for the grader's authors
+    cells = [
+        nbformat.v4.new_markdown_cell(f"# GPT-2 from scratch, part {number}: {part}\n\n{introduction}\n\n{HOW_TO}"),
+        nbgrader_cell(SETUP, "setup"),
+    ]
     for file in part_files(part, checks, solutions):
         source = (solutions / f"{file}.py").read_text()
         graded = [check for check in checks if check.target.file == file and check.part == part]
-        listing = "".join(f"\n- `{check.id}` ({check.points} point{'s' * (check.points != 1)}): {check.summary}" for check in graded)
-        cells.append(nbformat.v4.new_markdown_cell(f"## `{file}.py`\n\n{ast.get_docstring(ast.parse(source)) or ''}" + (f"\n\nChecks:{listing}" if listing else "")))
+        listing = "".join(
+            f"\n- `{check.id}` ({check.points} point{'s' * (check.points != 1)}): {check.summary}" for check in graded
+        )
+        cells.append(
+            nbformat.v4.new_markdown_cell(
+                f"## `{file}.py`\n\n{ast.get_docstring(ast.parse(source)) or ''}"
+                + (f"\n\nChecks:{listing}" if listing else "")
+            )
+        )
         exercise = strip_solutions(source) != source
-        cells.append(nbgrader_cell(f"%%exercise {file}.py\n{source}", f"{'exercise' if exercise else 'given'}-{file}", solution=exercise))
-        cells += [nbgrader_cell(f'grade_check("{check.id}")', f"check-{check.id.replace('.', '-')}", points=check.points) for check in graded]
+        cells.append(
+            nbgrader_cell(
+                f"%%exercise {file}.py\n{source}", f"{'exercise' if exercise else 'given'}-{file}", solution=exercise
+            )
+        )
+        cells += [
+            nbgrader_cell(f'grade_check("{check.id}")', f"check-{check.id.replace('.', '-')}", points=check.points)
+            for check in graded
+        ]
     return nbformat.v4.new_notebook(cells=cells, metadata=KERNEL)
 
 
@@ -103,7 +135,13 @@ def source_notebooks(solutions: Path) -> tuple[dict[str, Any], list[str]]:
     checks = list(registry())
     notebooks, skipped = {}, []
     for number, part in enumerate(PARTS, start=1):
-        missing = sorted({f"{c.target.file}.py" for c in checks if c.part == part and not (solutions / f"{c.target.file}.py").is_file()})
+        missing = sorted(
+            {
+                f"{c.target.file}.py"
+                for c in checks
+                if c.part == part and not (solutions / f"{c.target.file}.py").is_file()
+            }
+        )
         if missing:
             skipped.append(f"no notebook for part {part}: {', '.join(missing)} not in {solutions}")
             continue
@@ -202,7 +240,9 @@ def grade_in_own_process(package: Path, check_ids: list[str]) -> Report:
         command = [sys.executable, "-m", "grader", *check_ids, "--exercises", str(package), "--json", str(report_path)]
         finished = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
         if not report_path.is_file():
-            raise RuntimeError(f"the grader stopped without a report: {(finished.stderr.strip().splitlines() or [''])[-1]}")
+            raise RuntimeError(
+                f"the grader stopped without a report: {(finished.stderr.strip().splitlines() or [''])[-1]}"
+            )
         return Report.from_dict(json.loads(report_path.read_text()))
 
 
@@ -242,8 +282,15 @@ class NotebookGrader:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.notebooks", description=__doc__.splitlines()[0])
-    parser.add_argument("outdir", type=Path, metavar="OUTDIR", help="where to write the notebooks, e.g. COURSE/source/gpt2 for nbgrader")
-    parser.add_argument("--solutions", type=Path, default=REPO_ROOT / "solutions", help="the solutions package (default: solutions/ of this repository)")
+    parser.add_argument(
+        "outdir", type=Path, metavar="OUTDIR", help="where to write the notebooks, e.g. COURSE/source/gpt2 for nbgrader"
+    )
+    parser.add_argument(
+        "--solutions",
+        type=Path,
+        default=REPO_ROOT / "solutions",
+        help="the solutions package (default: solutions/ of this repository)",
+    )
     args = parser.parse_args(argv)
     if not args.solutions.is_dir():
         print(f"notebooks: {args.solutions} is not a directory", file=sys.stderr)

@@ -31,7 +31,7 @@ def grade_package(
     package: Path,
     checks: Sequence[Check],
     reference: ReferenceData,
-    limits: Limits = Limits(),
+    limits: Limits | None = None,
     processes: LearnerProcesses | None = None,
 ) -> Report:
     """Grade one package; pass `processes` to share the learner's worker across many packages.
@@ -40,7 +40,7 @@ def grade_package(
     """
     seal = Seal(reference)
     if processes is None:
-        with LearnerProcesses(reference, limits) as own:
+        with LearnerProcesses(reference, limits or Limits()) as own:
             limits, outcomes = own.limits, own.run(package, list(checks))
     else:
         limits, outcomes = processes.limits, processes.run(package, list(checks))

@@ -29,7 +29,12 @@ from .paths import cache_root
 
 GRADER_DIR = Path(__file__).resolve().parent
 VERIFIED_FILE = "verified.json"  # which files an earlier run hashed, by their stat; not part of the entry
-ENTRY_FILES = ("weights.safetensors", "expected.safetensors", "vocabulary.json", "meta.json")  # and inputs/<check>.safetensors
+ENTRY_FILES = (
+    "weights.safetensors",
+    "expected.safetensors",
+    "vocabulary.json",
+    "meta.json",
+)  # and inputs/<check>.safetensors
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -170,12 +175,20 @@ class Seal:
         except (OSError, ValueError):
             return
         for path, stat in self.stats.items():
-            if isinstance(earlier, dict) and earlier.get(str(path.relative_to(self.data.directory))) == list(stat) and stat:
+            if (
+                isinstance(earlier, dict)
+                and earlier.get(str(path.relative_to(self.data.directory))) == list(stat)
+                and stat
+            ):
                 self.data.verified[path] = stat
 
     def _remember_verified(self) -> None:
         directory = self.data.directory
-        record = {str(path.relative_to(directory)): list(stat) for path, stat in self.data.verified.items() if directory in path.parents}
+        record = {
+            str(path.relative_to(directory)): list(stat)
+            for path, stat in self.data.verified.items()
+            if directory in path.parents
+        }
         staging = self.data.directory / f".{VERIFIED_FILE}.{os.getpid()}"
         with contextlib.suppress(OSError):  # an unwritable cache only costs the hashing next time
             staging.write_text(json.dumps(record))
@@ -210,7 +223,9 @@ def hf_hub_cache() -> Path:
     """The Hugging Face hub cache directory, resolved the way huggingface_hub does."""
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"])
-    hf_home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface")
+    hf_home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface"
+    )
     return Path(hf_home) / "hub"
 
 
@@ -239,7 +254,19 @@ def build_entry(root: Path, kind: str, seed: int, offline: bool, progress: Progr
     target = entry_dir(root, kind, seed)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".building-"))
-    command = [sys.executable, "-m", "grader.reference", "--kind", kind, "--out", str(staging), "--random-hub", str(root / "random-hub"), "--seed", str(seed)]
+    command = [
+        sys.executable,
+        "-m",
+        "grader.reference",
+        "--kind",
+        kind,
+        "--out",
+        str(staging),
+        "--random-hub",
+        str(root / "random-hub"),
+        "--seed",
+        str(seed),
+    ]
     if offline:
         command.append("--offline")
     try:
@@ -262,7 +289,9 @@ def _run_builder(command: list[str], progress: Progress) -> str:
     """Stream the builder's progress lines; return the last line of anything else it printed."""
     from .reference import PROGRESS_PREFIX
 
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=GRADER_DIR.parent)
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=GRADER_DIR.parent
+    )
     last_other = ""
     assert process.stderr is not None
     for line in process.stderr:
@@ -287,7 +316,9 @@ def ensure_reference(requested: str, progress: Progress, root: Path | None = Non
         return _ensure(requested, progress, root, seed)
     except OSError as error:
         scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-cache-")
-        progress(f"cannot write the reference cache at {root} ({error.strerror or error}); using a temporary one for this run")
+        progress(
+            f"cannot write the reference cache at {root} ({error.strerror or error}); using a temporary one for this run"
+        )
         data = _ensure(requested, progress, Path(scratch.name), seed)
         return data.with_fallback(data.fallback_reason, owner=scratch)
 
@@ -306,7 +337,9 @@ def _ensure(requested: str, progress: Progress, root: Path, seed: int) -> Refere
     return data.with_fallback(reason)
 
 
-def _cached_or_built(root: Path, kind: str, seed: int, offline: bool, progress: Progress, build: bool = True) -> ReferenceData:
+def _cached_or_built(
+    root: Path, kind: str, seed: int, offline: bool, progress: Progress, build: bool = True
+) -> ReferenceData:
     directory = entry_dir(root, kind, seed)
     if directory.exists():
         try:
@@ -315,5 +348,7 @@ def _cached_or_built(root: Path, kind: str, seed: int, offline: bool, progress: 
             progress(f"the reference cache at {directory} is damaged ({damage}); rebuilding it")
             shutil.rmtree(directory, ignore_errors=True)
     if not build:
-        raise ReferenceUnavailable(f"GPT-2 is not in the Hugging Face cache ({hf_hub_cache()}) and huggingface.co cannot be reached")
+        raise ReferenceUnavailable(
+            f"GPT-2 is not in the Hugging Face cache ({hf_hub_cache()}) and huggingface.co cannot be reached"
+        )
     return build_entry(root, kind, seed, offline, progress)

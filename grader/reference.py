@@ -116,7 +116,7 @@ class Reference:
             "random": torch.randint(0, self.d_vocab, (2, 12), generator=self.generator),
         }
 
-    @cache
+    @cache  # noqa: B019 (one Reference lives as long as the builder process)
     def activations(self, tokens_name: str) -> dict[str, torch.Tensor]:
         """Every hook activation of GPT-2 on one of `self.tokens`."""
         import torch
@@ -141,8 +141,12 @@ class Reference:
 
     def largest_first_position_norm(self, token_sets: tuple[str, ...]) -> float:
         """The largest norm of the first position's residual stream, over every block and these token sets."""
-        hooks = [f"blocks.{layer}.hook_resid_{site}" for layer in range(self.n_layers) for site in ("pre", "mid", "post")]
-        return max(float(self.activations(name)[hook][:, 0].norm(dim=-1).max()) for name in token_sets for hook in hooks)
+        hooks = [
+            f"blocks.{layer}.hook_resid_{site}" for layer in range(self.n_layers) for site in ("pre", "mid", "post")
+        ]
+        return max(
+            float(self.activations(name)[hook][:, 0].norm(dim=-1).max()) for name in token_sets for hook in hooks
+        )
 
     def largest_attention_score(self, token_sets: tuple[str, ...]) -> float:
         """The largest |score| of a visible key (scaled, before the softmax), over every head and these token sets."""
@@ -167,7 +171,12 @@ class Reference:
         """Like `call`, also returning what the named hook points inside the submodule saw."""
         module = self.model.get_submodule(path)
         seen: dict[str, torch.Tensor] = {}
-        handles = [module.get_submodule(name).register_forward_hook(lambda _m, _i, out, name=name: seen.__setitem__(name, out.detach().clone())) for name in hooks]
+        handles = [
+            module.get_submodule(name).register_forward_hook(
+                lambda _m, _i, out, name=name: seen.__setitem__(name, out.detach().clone())
+            )
+            for name in hooks
+        ]
         try:
             return self.call(path, *args, overrides=overrides), seen
         finally:
@@ -267,14 +276,24 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
                 expected[wire.expected_key(check.id, wire.step_key(case.name, label))] = value
             for i, value in enumerate(case.mistakes.values()):
                 expected[wire.expected_key(check.id, wire.mistake_key(case.name, i))] = value
-            spec = wire.CaseSpec(case.name, len(case.args), case.weights, sorted(case.overrides), case.hint, list(case.steps), list(case.mistakes))
+            spec = wire.CaseSpec(
+                case.name,
+                len(case.args),
+                case.weights,
+                sorted(case.overrides),
+                case.hint,
+                list(case.steps),
+                list(case.mistakes),
+            )
             cases_meta[check.id].append(asdict(spec))
         save_file(contiguous(inputs), str(out / "inputs" / f"{check.id}.safetensors"))
     parameters = ref.parameters()
     progress("writing the reference weights", 0.9)
     save_file(parameters, str(out / "weights.safetensors"))
     save_file(contiguous(expected), str(out / "expected.safetensors"))
-    vocabulary = [ref.tokenizer.decode([token]) for token in range(ref.d_vocab)]  # for the figures: no tokenizer at grading
+    vocabulary = [
+        ref.tokenizer.decode([token]) for token in range(ref.d_vocab)
+    ]  # for the figures: no tokenizer at grading
     (out / "vocabulary.json").write_text(json.dumps(vocabulary), encoding="utf-8")
     meta = {
         "reference": ref.kind,

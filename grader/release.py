@@ -45,8 +45,10 @@ INCLUDE = re.compile(r"^<!-- include: (.+) -->$", re.MULTILINE)
 # between `<!-- workflow: NAME -->` and `<!-- /workflow -->` lines unless NAME is the release's
 # workflow (then only the marker lines go), and any other line that holds `<!-- instructors -->`
 # (a table row: a comment line would end the table in the README itself).
-BLOCK = re.compile(r"^<!-- (instructors|workflow: (\w+)) -->\n(.*?)^<!-- /(instructors|workflow) -->(?:\n|\Z)",
-                   re.MULTILINE | re.DOTALL)
+BLOCK = re.compile(
+    r"^<!-- (instructors|workflow: (\w+)) -->\n(.*?)^<!-- /(instructors|workflow) -->(?:\n|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
 MARKER_LINE = re.compile(r"^<!-- /?(instructors|workflow)\b.*-->$", re.MULTILINE)
 INSTRUCTOR_LINE = re.compile(r"^.*<!-- instructors -->.*(?:\n|\Z)", re.MULTILINE)
 
@@ -61,7 +63,12 @@ class ReleaseError(RuntimeError):
 def project_files(root: Path) -> list[str]:
     """Files git tracks or would track (new, not ignored), relative to root."""
     try:
-        listing = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=root, capture_output=True, text=True)
+        listing = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
     except FileNotFoundError:
         raise ReleaseError("git is not installed: the release copies the files git tracks") from None
     if listing.returncode:
@@ -72,8 +79,13 @@ def project_files(root: Path) -> list[str]:
 def is_learner_test(path: Path) -> bool:
     """Whether a test module declares `pytestmark = pytest.mark.learner` (alone or in a list)."""
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(isinstance(target, ast.Name) and target.id == "pytestmark" for target in node.targets):
-            return any(isinstance(n, ast.Attribute) and n.attr == "learner" and ast.unparse(n.value) == "pytest.mark" for n in ast.walk(node.value))
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "pytestmark" for target in node.targets
+        ):
+            return any(
+                isinstance(n, ast.Attribute) and n.attr == "learner" and ast.unparse(n.value) == "pytest.mark"
+                for n in ast.walk(node.value)
+            )
     return False
 
 
@@ -92,9 +104,17 @@ def readme_sections(markdown: str) -> dict[str, str]:
 
     lines = markdown.splitlines(keepends=True)
     tokens = MarkdownIt().parse(markdown)
-    headings = [(token.map[0], token.tag, tokens[i + 1].content) for i, token in enumerate(tokens) if token.type == "heading_open" and token.tag in ("h1", "h2") and token.map]
+    headings = [
+        (token.map[0], token.tag, tokens[i + 1].content)
+        for i, token in enumerate(tokens)
+        if token.type == "heading_open" and token.tag in ("h1", "h2") and token.map
+    ]
     ends = [start for start, _, _ in headings[1:]] + [len(lines)]
-    return {title: "".join(lines[start:end]).rstrip() for (start, tag, title), end in zip(headings, ends) if tag == "h2"}
+    return {
+        title: "".join(lines[start:end]).rstrip()
+        for (start, tag, title), end in zip(headings, ends, strict=False)
+        if tag == "h2"
+    }
 
 
 def learner_readme(template: str, readme: str, workflow: str = "classroom") -> str:
@@ -111,12 +131,15 @@ def learner_readme(template: str, readme: str, workflow: str = "classroom") -> s
         raise ReleaseError(f"{README_TEMPLATE} includes the section {unknown[0]!r}, which README.md does not have")
     unplaced = [title for title in sections if title not in included and title not in INSTRUCTOR_SECTIONS]
     if unplaced:
-        raise ReleaseError(f"README.md's section {unplaced[0]!r} is neither included in {README_TEMPLATE} nor in INSTRUCTOR_SECTIONS (grader/release.py)")
+        raise ReleaseError(
+            f"README.md's section {unplaced[0]!r} is neither included in {README_TEMPLATE} nor in INSTRUCTOR_SECTIONS (grader/release.py)"
+        )
     return learner_text(INCLUDE.sub(lambda match: sections[match.group(1)], template), workflow)
 
 
 def learner_text(markdown: str, workflow: str) -> str:
     """The learner's text: instructor blocks and lines out, other workflows' blocks out."""
+
     def kept(block: re.Match) -> str:
         opened, name, body, closed = block.groups()
         if closed != opened.partition(":")[0]:
@@ -171,7 +194,9 @@ def leaked_lines(directory: Path, hidden: set[str]) -> list[str]:
     leaks = []
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         text = path.read_text(errors="replace")
-        leaks += [f"{path.relative_to(directory)}: {line.strip()}" for line in text.splitlines() if line.strip() in hidden]
+        leaks += [
+            f"{path.relative_to(directory)}: {line.strip()}" for line in text.splitlines() if line.strip() in hidden
+        ]
     return leaks
 
 
@@ -198,7 +223,9 @@ def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_R
         (staging / "README.md").write_text(readme)
         leaks = leaked_lines(staging, hidden_lines(solutions))
         if leaks:
-            raise ReleaseError(f"a solution line would be released in {len(leaks)} place(s), e.g. {leaks[0]} (reword it in solutions/ or where it appears)")
+            raise ReleaseError(
+                f"a solution line would be released in {len(leaks)} place(s), e.g. {leaks[0]} (reword it in solutions/ or where it appears)"
+            )
         if outdir.exists():
             outdir.rmdir()
         staging.rename(outdir)
@@ -209,8 +236,15 @@ def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_R
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.release", description=__doc__.splitlines()[0])
-    parser.add_argument("outdir", type=Path, metavar="OUTDIR", help="where to write the learner repository (new or empty)")
-    parser.add_argument("--workflow", choices=sorted(WORKFLOWS), default="classroom", help="the workflow that grades each push: classroom (a GitHub Classroom template, the default) or grade")
+    parser.add_argument(
+        "outdir", type=Path, metavar="OUTDIR", help="where to write the learner repository (new or empty)"
+    )
+    parser.add_argument(
+        "--workflow",
+        choices=sorted(WORKFLOWS),
+        default="classroom",
+        help="the workflow that grades each push: classroom (a GitHub Classroom template, the default) or grade",
+    )
     args = parser.parse_args(argv)
     try:
         files = build_release(args.outdir, args.workflow)
@@ -218,8 +252,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"release: {error}", file=sys.stderr)
         return 1
     tests = [name for name in files if name.startswith("tests/test_")]
-    workflow = WORKFLOWS[args.workflow] if WORKFLOWS[args.workflow] in files else f"none ({WORKFLOWS[args.workflow]} does not exist)"
-    print(f"wrote the learner repository to {args.outdir}: {len(files)} files; workflow: {workflow}; learner tests: {', '.join(tests) or 'none'}")
+    workflow = (
+        WORKFLOWS[args.workflow]
+        if WORKFLOWS[args.workflow] in files
+        else f"none ({WORKFLOWS[args.workflow]} does not exist)"
+    )
+    print(
+        f"wrote the learner repository to {args.outdir}: {len(files)} files; workflow: {workflow}; learner tests: {', '.join(tests) or 'none'}"
+    )
     return 0
 
 

@@ -79,8 +79,17 @@ class Report:
     def from_dict(cls, data: dict) -> Report:
         """The report `to_dict` (or `grade --json`) wrote."""
         known = {f.name for f in fields(CheckResult)}
-        checks = [CheckResult(**{key: value for key, value in check.items() if key in known}) for check in data["checks"]]
-        return cls(data["reference"], data["package"], checks, data.get("fallback_reason"), data.get("seed", 0), data.get("sandbox", ""))
+        checks = [
+            CheckResult(**{key: value for key, value in check.items() if key in known}) for check in data["checks"]
+        ]
+        return cls(
+            data["reference"],
+            data["package"],
+            checks,
+            data.get("fallback_reason"),
+            data.get("seed", 0),
+            data.get("sandbox", ""),
+        )
 
     def to_dict(self) -> dict:
         return {

@@ -340,4 +340,3 @@ class LearnerProcesses:
         if self.worker:
             self.worker.close()
             self.worker = None
-

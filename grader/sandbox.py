@@ -59,7 +59,11 @@ CHECK_PROCESSES = 512  # tasks (threads included) the check's user may have: tor
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -92,7 +96,9 @@ def landlock_abi() -> int:
     if _libc is None:
         return 0
     try:
-        return _syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+        return _syscall(
+            LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
+        )
     except OSError:
         return 0
 
@@ -165,7 +171,12 @@ def readable_paths(package: Path) -> list[Path]:
     """The allow-list: the interpreter, site-packages without the reference, the package, the learner side."""
     grader = Path(__file__).resolve().parent
     forbidden = forbidden_paths(package)
-    readable = [granted for directory in python_paths() if directory != grader.parent for granted in _without(directory, forbidden)]
+    readable = [
+        granted
+        for directory in python_paths()
+        if directory != grader.parent
+        for granted in _without(directory, forbidden)
+    ]
     readable += [grader / name for name in LEARNER_SIDE]
     return readable + [package, *(Path(p) for p in SYSTEM_READABLE if os.path.exists(p))]
 
@@ -182,7 +193,12 @@ def allow_lists(package: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     so the fork server works it out once (before forking) rather than every check's process."""
     forbidden = forbidden_paths(package)
     roots = python_paths()
-    listable = {parent for path in forbidden for parent in path.parents if any(parent == r or r in parent.parents for r in roots)}
+    listable = {
+        parent
+        for path in forbidden
+        for parent in path.parents
+        if any(parent == r or r in parent.parents for r in roots)
+    }
     grader = Path(__file__).resolve().parent
     return tuple(readable_paths(package)), tuple(sorted(listable | {grader}))
 
@@ -216,7 +232,9 @@ def _landlock(policy: Policy) -> None:
     handled_fs = FS_RIGHTS[max(v for v in FS_RIGHTS if v <= abi)]
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
     attr = _RulesetAttr(handled_fs, NET_BIND_TCP | NET_CONNECT_TCP, scoped)
-    ruleset = _syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    ruleset = _syscall(
+        LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0)
+    )
     try:
         for path in policy.readable:
             _allow(ruleset, path, READ & handled_fs)
@@ -237,7 +255,13 @@ def _allow(ruleset: int, path: Path, rights: int) -> None:
         if not os.path.isdir(path):
             rights &= FILE_ONLY
         rule = _PathBeneathAttr(rights, fd)
-        _syscall(LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0))
+        _syscall(
+            LANDLOCK_ADD_RULE,
+            ctypes.c_int(ruleset),
+            ctypes.c_int(RULE_PATH_BENEATH),
+            ctypes.byref(rule),
+            ctypes.c_uint32(0),
+        )
     finally:
         os.close(fd)
 

@@ -26,8 +26,15 @@ def strip_solutions(source: str) -> str:
     clear = ClearSolutions(code_stub={"python": STUB})
     if clear.begin_solution_delimeter not in source:
         return source  # nbgrader would replace a solution cell without regions wholesale
-    cell = nbformat.v4.new_code_cell(source, metadata={"nbgrader": {"solution": True, "grade": False, "locked": False, "grade_id": "source", "schema_version": 3}})
-    notebook = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {"language": "python", "name": "python3", "display_name": "Python 3"}})
+    cell = nbformat.v4.new_code_cell(
+        source,
+        metadata={
+            "nbgrader": {"solution": True, "grade": False, "locked": False, "grade_id": "source", "schema_version": 3}
+        },
+    )
+    notebook = nbformat.v4.new_notebook(
+        cells=[cell], metadata={"kernelspec": {"language": "python", "name": "python3", "display_name": "Python 3"}}
+    )
     stripped, _ = clear.preprocess(notebook, {})
     return stripped.cells[0].source
 

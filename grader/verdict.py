@@ -121,9 +121,17 @@ def first_failing_case(evidence: Evidence, result: CheckResult) -> Failure | Non
         if comparison.max_abs_diff is not None:
             result.max_abs_diff = max(result.max_abs_diff or 0.0, comparison.max_abs_diff)
         if not comparison.ok:
-            failures.append(Failure(name, f"differs from {evidence.expected_from} on {name}: {comparison.message}", True))
+            failures.append(
+                Failure(name, f"differs from {evidence.expected_from} on {name}: {comparison.message}", True)
+            )
         elif modified_input(evidence, name):
-            failures.append(Failure(name, f"the output is right but {check.target.label} modified its input in place on {name} (use x = x + ..., not x += ...)", False))
+            failures.append(
+                Failure(
+                    name,
+                    f"the output is right but {check.target.label} modified its input in place on {name} (use x = x + ..., not x += ...)",
+                    False,
+                )
+            )
     failure = reported_failure(evidence, failures)
     if failure:
         result.max_abs_diff = diffs[failure.case]
@@ -142,13 +150,17 @@ def reported_failure(evidence: Evidence, failures: list[Failure]) -> Failure | N
 def modified_input(evidence: Evidence, case: str) -> bool:
     outputs = evidence.outcome.outputs
     pairs = [(wire.arg_key(case, i), wire.arg_after_key(case, i)) for i in range(evidence.cases[case].args)]
-    return any(modified_in_place(evidence.inputs[before], outputs[after]) for before, after in pairs if after in outputs)
+    return any(
+        modified_in_place(evidence.inputs[before], outputs[after]) for before, after in pairs if after in outputs
+    )
 
 
 def diagnose(evidence: Evidence, case: str, result: CheckResult) -> None:
     tolerance = evidence.check.tolerance
     result.hint = matching_mistake(evidence.output(case), evidence.mistakes(case), tolerance)
-    result.divergence = first_divergence(evidence.steps(case), evidence.captured(case), tolerance, evidence.reference_name)
+    result.divergence = first_divergence(
+        evidence.steps(case), evidence.captured(case), tolerance, evidence.reference_name
+    )
     result.figures |= difference(evidence, case)
 
 
@@ -189,14 +201,18 @@ def weights_message(facts: wire.WeightFacts, reference: str = "GPT-2") -> str:
     parts = []
     for name in facts.missing:
         suggestion = facts.suggestions.get(name)
-        parts.append(f"parameter {name} is not in {owner} weights" + (f" ({reference} calls it {suggestion[0]})" if suggestion else "") + " and would keep its random initial value")
+        parts.append(
+            f"parameter {name} is not in {owner} weights"
+            + (f" ({reference} calls it {suggestion[0]})" if suggestion else "")
+            + " and would keep its random initial value"
+        )
     for name, (own, theirs) in facts.misshapen.items():
         parts.append(f"parameter {name} has shape {tuple(own)}, {owner} has {tuple(theirs)}")
     return "; ".join(parts)
 
 
 def at(where: wire.Place | None, code: bool = True) -> str:
-    """" (file.py:12: the line)", or "" when the place is unknown."""
+    """ " (file.py:12: the line)", or "" when the place is unknown."""
     if not where:
         return ""
     line = f": {where.code}" if code and where.code else ""

@@ -247,4 +247,3 @@ class WorkerAnswer:
 
 
 WORKER_ANSWER = TypeAdapter(WorkerAnswer)
-

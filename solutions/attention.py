@@ -41,9 +41,7 @@ class Attention(nn.Module):
         return attn_scores.masked_fill(future, self.IGNORE)
         ### END SOLUTION
 
-    def forward(
-        self, normalized_resid_pre: Float[Tensor, "batch posn d_model"]
-    ) -> Float[Tensor, "batch posn d_model"]:
+    def forward(self, normalized_resid_pre: Float[Tensor, "batch posn d_model"]) -> Float[Tensor, "batch posn d_model"]:
         """q, k, v per head; scores q.k / sqrt(d_head); causal mask; softmax over keys; mix v; project with W_O.
 
         Shapes: (batch, posn, d_model) -> q, k, v (batch, posn, n_heads, d_head)
@@ -53,15 +51,10 @@ class Attention(nn.Module):
         the heads are summed by W_O, then b_O is added once.
         """
         ### BEGIN SOLUTION
-        q = einops.einsum(
-            normalized_resid_pre, self.W_Q, "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head"
-        ) + self.b_Q
-        k = einops.einsum(
-            normalized_resid_pre, self.W_K, "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head"
-        ) + self.b_K
-        v = einops.einsum(
-            normalized_resid_pre, self.W_V, "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head"
-        ) + self.b_V
+        per_head = "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head"
+        q = einops.einsum(normalized_resid_pre, self.W_Q, per_head) + self.b_Q
+        k = einops.einsum(normalized_resid_pre, self.W_K, per_head) + self.b_K
+        v = einops.einsum(normalized_resid_pre, self.W_V, per_head) + self.b_V
         attn_scores = einops.einsum(
             q, k, "batch posn_Q n_heads d_head, batch posn_K n_heads d_head -> batch n_heads posn_Q posn_K"
         )
@@ -70,6 +63,8 @@ class Attention(nn.Module):
         z = einops.einsum(
             v, attn_pattern, "batch posn_K n_heads d_head, batch n_heads posn_Q posn_K -> batch posn_Q n_heads d_head"
         )
-        attn_out = einops.einsum(z, self.W_O, "batch posn_Q n_heads d_head, n_heads d_head d_model -> batch posn_Q d_model")
+        attn_out = einops.einsum(
+            z, self.W_O, "batch posn_Q n_heads d_head, n_heads d_head d_model -> batch posn_Q d_model"
+        )
         return attn_out + self.b_O
         ### END SOLUTION

@@ -60,7 +60,9 @@ def ov_circuit(attn: Attention, head: int) -> Float[Tensor, "d_model_in d_model_
     Trap: one head only; the full attention output sums every head's.
     """
     ### BEGIN SOLUTION
-    return einops.einsum(attn.W_V[head], attn.W_O[head], "d_model_in d_head, d_head d_model_out -> d_model_in d_model_out")
+    return einops.einsum(
+        attn.W_V[head], attn.W_O[head], "d_model_in d_head, d_head d_model_out -> d_model_in d_model_out"
+    )
     ### END SOLUTION
 
 
@@ -105,7 +107,9 @@ def is_tied(model: Transformer) -> bool:
     ### END SOLUTION
 
 
-def erase_direction(x: Float[Tensor, "batch posn d_model"], v: Float[Tensor, "d_model"]) -> Float[Tensor, "batch posn d_model"]:
+def erase_direction(
+    x: Float[Tensor, "batch posn d_model"], v: Float[Tensor, "d_model"]
+) -> Float[Tensor, "batch posn d_model"]:
     """An idealised ReLU neuron with input direction v and output direction -v:
     x - v ReLU(v . x), which removes x's component along the unit vector v when it is positive.
 

@@ -28,20 +28,38 @@ class CachedAttention(Attention):
         Trap: new query i sits at position past_posn + i: it sees every key up to that position.
         """
         ### BEGIN SOLUTION
-        q = einops.einsum(
-            normalized_resid_pre, self.W_Q, "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head"
-        ) + self.b_Q
-        k = einops.einsum(
-            normalized_resid_pre, self.W_K, "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head"
-        ) + self.b_K
-        v = einops.einsum(
-            normalized_resid_pre, self.W_V, "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head"
-        ) + self.b_V
+        q = (
+            einops.einsum(
+                normalized_resid_pre,
+                self.W_Q,
+                "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head",
+            )
+            + self.b_Q
+        )
+        k = (
+            einops.einsum(
+                normalized_resid_pre,
+                self.W_K,
+                "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head",
+            )
+            + self.b_K
+        )
+        v = (
+            einops.einsum(
+                normalized_resid_pre,
+                self.W_V,
+                "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head",
+            )
+            + self.b_V
+        )
         if past is not None:
             k, v = torch.cat([past[0], k], dim=1), torch.cat([past[1], v], dim=1)
-        attn_scores = einops.einsum(
-            q, k, "batch posn_Q n_heads d_head, batch posn_K n_heads d_head -> batch n_heads posn_Q posn_K"
-        ) / self.cfg.d_head**0.5
+        attn_scores = (
+            einops.einsum(
+                q, k, "batch posn_Q n_heads d_head, batch posn_K n_heads d_head -> batch n_heads posn_Q posn_K"
+            )
+            / self.cfg.d_head**0.5
+        )
         new_posn, all_posn = q.shape[1], k.shape[1]
         all_ones = torch.ones(new_posn, all_posn, dtype=torch.bool, device=attn_scores.device)
         future = torch.triu(all_ones, diagonal=all_posn - new_posn + 1)
@@ -49,7 +67,9 @@ class CachedAttention(Attention):
         z = einops.einsum(
             v, attn_pattern, "batch posn_K n_heads d_head, batch n_heads posn_Q posn_K -> batch posn_Q n_heads d_head"
         )
-        attn_out = einops.einsum(z, self.W_O, "batch posn_Q n_heads d_head, n_heads d_head d_model -> batch posn_Q d_model")
+        attn_out = einops.einsum(
+            z, self.W_O, "batch posn_Q n_heads d_head, n_heads d_head d_model -> batch posn_Q d_model"
+        )
         return attn_out + self.b_O, (k, v)
         ### END SOLUTION
 

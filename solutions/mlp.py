@@ -33,16 +33,17 @@ class MLP(nn.Module):
         nn.init.normal_(self.W_in, std=cfg.init_range)
         nn.init.normal_(self.W_out, std=cfg.init_range)
 
-    def forward(
-        self, normalized_resid_mid: Float[Tensor, "batch posn d_model"]
-    ) -> Float[Tensor, "batch posn d_model"]:
+    def forward(self, normalized_resid_mid: Float[Tensor, "batch posn d_model"]) -> Float[Tensor, "batch posn d_model"]:
         """pre = x W_in + b_in; post = gelu_new(pre); out = post W_out + b_out.
 
         Shapes: (batch, posn, d_model) -> pre, post (batch, posn, d_mlp) -> (batch, posn, d_model).
         Trap: both biases count; the nonlinearity is gelu_new, not ReLU.
         """
         ### BEGIN SOLUTION
-        pre = einops.einsum(normalized_resid_mid, self.W_in, "batch posn d_model, d_model d_mlp -> batch posn d_mlp") + self.b_in
+        pre = (
+            einops.einsum(normalized_resid_mid, self.W_in, "batch posn d_model, d_model d_mlp -> batch posn d_mlp")
+            + self.b_in
+        )
         post = gelu_new(pre)
         return einops.einsum(post, self.W_out, "batch posn d_mlp, d_mlp d_model -> batch posn d_model") + self.b_out
         ### END SOLUTION

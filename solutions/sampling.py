@@ -194,7 +194,10 @@ class Beams:
 
     @property
     def logprobs_and_completions(self) -> list[tuple[float, str]]:
-        return [(float(logprob_sum), self.tokenizer.decode(tokens)) for logprob_sum, tokens in zip(self.logprob_sums, self.tokens)]
+        return [
+            (float(logprob_sum), self.tokenizer.decode(tokens))
+            for logprob_sum, tokens in zip(self.logprob_sums, self.tokens, strict=False)
+        ]
 
     def banned_next_tokens(self, no_repeat_ngram_size: int, d_vocab: int) -> Bool[Tensor, "batch d_vocab"]:
         """True where a next token would complete an n-gram (n = no_repeat_ngram_size) already in the beam.
@@ -228,9 +231,12 @@ class Beams:
             logprobs = logprobs.masked_fill(banned, float("-inf"))
         top_logprobs, top_tokens = logprobs.topk(k, dim=-1)
         logprob_sums = einops.repeat(self.logprob_sums, "batch -> batch k", k=k) + top_logprobs
-        tokens = torch.cat([einops.repeat(self.tokens, "batch posn -> batch k posn", k=k), top_tokens[..., None]], dim=-1)
+        tokens = torch.cat(
+            [einops.repeat(self.tokens, "batch posn -> batch k posn", k=k), top_tokens[..., None]], dim=-1
+        )
         return self.new_beams(
-            einops.rearrange(logprob_sums, "batch k -> (batch k)"), einops.rearrange(tokens, "batch k posn -> (batch k) posn")
+            einops.rearrange(logprob_sums, "batch k -> (batch k)"),
+            einops.rearrange(tokens, "batch k posn -> (batch k) posn"),
         )
         ### END SOLUTION
 

@@ -76,7 +76,14 @@ def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base
 
 def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The `grade` command as a learner runs it."""
-    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})}, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
 
 
 def by_id(report) -> dict:

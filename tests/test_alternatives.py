@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import by_id, write_variant
 
 MASK_CHECKS = ["attention.causal_mask", "attention"]
@@ -21,7 +20,7 @@ DIVIDE = """residual_std = (residual_var + self.cfg.layer_norm_eps).sqrt()
 RSQRT = """centred = residual - residual_mean
         normalized = centred * torch.rsqrt(centred.pow(2).mean(dim=-1, keepdim=True) + self.cfg.layer_norm_eps)"""
 ATTENTION_BODY_START = "        q = einops.einsum("
-ATTENTION_MATMUL = '''        x = normalized_resid_pre.unsqueeze(1)  # (batch, 1, posn, d_model)
+ATTENTION_MATMUL = """        x = normalized_resid_pre.unsqueeze(1)  # (batch, 1, posn, d_model)
         q = x @ self.W_Q + self.b_Q.unsqueeze(1)  # (batch, n_heads, posn, d_head)
         k = x @ self.W_K + self.b_K.unsqueeze(1)
         v = x @ self.W_V + self.b_V.unsqueeze(1)
@@ -29,12 +28,12 @@ ATTENTION_MATMUL = '''        x = normalized_resid_pre.unsqueeze(1)  # (batch, 1
         pattern = self.apply_causal_mask(scores).softmax(dim=-1)
         z = pattern @ v
         return (z @ self.W_O).sum(dim=1) + self.b_O
-'''
-ATTENTION_SDPA = '''        x = normalized_resid_pre.unsqueeze(1)
+"""
+ATTENTION_SDPA = """        x = normalized_resid_pre.unsqueeze(1)
         q, k, v = (x @ W + b.unsqueeze(1) for W, b in ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V)))
         z = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         return (z @ self.W_O).sum(dim=1) + self.b_O
-'''
+"""
 
 
 def replace_attention_body(new_body: str) -> list[tuple[str, str]]:
@@ -47,15 +46,45 @@ def replace_attention_body(new_body: str) -> list[tuple[str, str]]:
 ALTERNATIVES = {
     "functional layer_norm": (
         ["layernorm"],
-        {"normalization.py": [("residual_mean = residual.mean(dim=-1, keepdim=True)", "return torch.nn.functional.layer_norm(residual, (self.cfg.d_model,), self.w, self.b, self.cfg.layer_norm_eps)")]},
+        {
+            "normalization.py": [
+                (
+                    "residual_mean = residual.mean(dim=-1, keepdim=True)",
+                    "return torch.nn.functional.layer_norm(residual, (self.cfg.d_model,), self.w, self.b, self.cfg.layer_norm_eps)",
+                )
+            ]
+        },
     ),
     "matmul attention": (["attention", "block"], {"attention.py": replace_attention_body(ATTENTION_MATMUL)}),
-    "scaled_dot_product_attention": (["attention", "transformer"], {"attention.py": replace_attention_body(ATTENTION_SDPA)}),
-    "one-hot embedding": (["embed"], {"embedding.py": [("return self.W_E[tokens]", "return torch.nn.functional.one_hot(tokens, self.cfg.d_vocab).to(self.W_E.dtype) @ self.W_E")]}),
-    "large finite negative mask": (["attention.causal_mask", "attention"], {"attention.py": [("attn_scores.masked_fill(future, self.IGNORE)", "attn_scores.masked_fill(future, -1e5)")]}),
+    "scaled_dot_product_attention": (
+        ["attention", "transformer"],
+        {"attention.py": replace_attention_body(ATTENTION_SDPA)},
+    ),
+    "one-hot embedding": (
+        ["embed"],
+        {
+            "embedding.py": [
+                (
+                    "return self.W_E[tokens]",
+                    "return torch.nn.functional.one_hot(tokens, self.cfg.d_vocab).to(self.W_E.dtype) @ self.W_E",
+                )
+            ]
+        },
+    ),
+    "large finite negative mask": (
+        ["attention.causal_mask", "attention"],
+        {"attention.py": [("attn_scores.masked_fill(future, self.IGNORE)", "attn_scores.masked_fill(future, -1e5)")]},
+    ),
     "in-place masked_fill_": (
         ["attention.causal_mask", "attention"],
-        {"attention.py": [("return attn_scores.masked_fill(future, self.IGNORE)", "attn_scores.masked_fill_(future, self.IGNORE)\n        return attn_scores")]},
+        {
+            "attention.py": [
+                (
+                    "return attn_scores.masked_fill(future, self.IGNORE)",
+                    "attn_scores.masked_fill_(future, self.IGNORE)\n        return attn_scores",
+                )
+            ]
+        },
     ),
     "a mask from position indices": (MASK_CHECKS, {"attention.py": [(MASK_BODY, MASK_BY_INDEX)]}),
     "torch.where with a positional mask": (MASK_CHECKS, {"attention.py": [(MASK_FILL, MASK_BY_WHERE)]}),
@@ -63,7 +92,14 @@ ALTERNATIVES = {
     "LayerNorm by rsqrt of the mean square": (["layernorm", "block"], {"normalization.py": [(DIVIDE, RSQRT)]}),
     "torch's tanh GELU": (
         ["gelu_new", "mlp"],
-        {"mlp.py": [("inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))\n    return 0.5 * x * (1.0 + torch.tanh(inner))", 'return torch.nn.functional.gelu(x, approximate="tanh")')]},
+        {
+            "mlp.py": [
+                (
+                    "inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))\n    return 0.5 * x * (1.0 + torch.tanh(inner))",
+                    'return torch.nn.functional.gelu(x, approximate="tanh")',
+                )
+            ]
+        },
     ),
 }
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import jsonschema
 import psutil
 import pytest
-
 from conftest import REPO, SOLUTIONS, write_variant
 
 from grader import sandbox
@@ -27,9 +26,29 @@ CHECK_TIMEOUT = 20  # seconds: the whole model's check takes a few, even on a bu
 # name -> (edits to the solutions, expected status of each check that does not pass)
 GRADED = {
     "correct": ({}, {}),
-    "partly_wrong": ({"normalization.py": [("unbiased=False", "unbiased=True")]}, dict.fromkeys(("layernorm", "block", "transformer"), "fail")),
-    "crashing": ({"attention.py": [("        q = einops.einsum(", "        __import__('os').abort()\n        q = einops.einsum(")]}, dict.fromkeys(("attention", "block", "transformer"), "error")),
-    "hanging": ({"transformer.py": [("        residual = self.embed(tokens)", "        while True:\n            pass\n        residual = self.embed(tokens)")]}, {"transformer": "timeout"}),
+    "partly_wrong": (
+        {"normalization.py": [("unbiased=False", "unbiased=True")]},
+        dict.fromkeys(("layernorm", "block", "transformer"), "fail"),
+    ),
+    "crashing": (
+        {
+            "attention.py": [
+                ("        q = einops.einsum(", "        __import__('os').abort()\n        q = einops.einsum(")
+            ]
+        },
+        dict.fromkeys(("attention", "block", "transformer"), "error"),
+    ),
+    "hanging": (
+        {
+            "transformer.py": [
+                (
+                    "        residual = self.embed(tokens)",
+                    "        while True:\n            pass\n        residual = self.embed(tokens)",
+                )
+            ]
+        },
+        {"transformer": "timeout"},
+    ),
 }
 MODEL_FILES = ("attention.py", "block.py", "mlp.py", "normalization.py", "transformer.py", "unembedding.py")
 
@@ -44,7 +63,14 @@ def write_submission(root: Path, name: str, edits: dict) -> Path:
 
 def run_batch(*args: str) -> subprocess.CompletedProcess:
     # A session of its own: a submission that kills its process group must not reach pytest.
-    return subprocess.run([sys.executable, "-m", "grader.batch", *args], cwd=REPO, capture_output=True, text=True, timeout=900, start_new_session=True)
+    return subprocess.run(
+        [sys.executable, "-m", "grader.batch", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        start_new_session=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +92,24 @@ def batch(tmp_path_factory, reference):
         shutil.copy(SOLUTIONS / name, submissions / "missing_files" / "exercises" / name)
     (submissions / "empty").mkdir()
     # Kills the whole grading process group from its first check.
-    write_submission(submissions, "killer", {"embedding.py": [("        return self.W_E[tokens]", "        __import__('os').killpg(0, 9)")]})
+    write_submission(
+        submissions,
+        "killer",
+        {"embedding.py": [("        return self.W_E[tokens]", "        __import__('os').killpg(0, 9)")]},
+    )
 
-    result = run_batch(str(submissions), *MODEL, "--csv", str(root / "grades.csv"), "--reference", "random", "--jobs", "2", "--timeout", str(CHECK_TIMEOUT))
+    result = run_batch(
+        str(submissions),
+        *MODEL,
+        "--csv",
+        str(root / "grades.csv"),
+        "--reference",
+        "random",
+        "--jobs",
+        "2",
+        "--timeout",
+        str(CHECK_TIMEOUT),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     with open(root / "grades.csv", newline="") as handle:
         rows = {row["submission"]: row for row in csv.DictReader(handle)}
@@ -94,7 +135,9 @@ def test_each_graded_submission_gets_its_verdicts(batch, name):
 
 def test_a_submission_missing_modules_is_graded_on_what_it_has(batch):
     row = batch["rows"]["missing_files"]
-    assert {check: row[check] for check in MODEL} == {check: "pass" if check in ("embed", "pos_embed") else "error" for check in MODEL}
+    assert {check: row[check] for check in MODEL} == {
+        check: "pass" if check in ("embed", "pos_embed") else "error" for check in MODEL
+    }
     assert row["score"] == "2" and row["error"] == "missing " + ", ".join(MODEL_FILES)
 
 
@@ -128,14 +171,24 @@ def test_one_json_result_per_submission(batch):
     assert files == sorted(f"{name}.json" for name in batch["rows"])
     for name, row in batch["rows"].items():
         result = json.loads((batch["results"] / f"{name}.json").read_text())
-        assert result["submission"] == name and str(result["score"]) == row["score"] and (result["error"] or "") == row["error"]
+        assert (
+            result["submission"] == name
+            and str(result["score"]) == row["score"]
+            and (result["error"] or "") == row["error"]
+        )
         if result["report"] is not None:
             jsonschema.validate(result["report"], schema)
-            assert {check["id"]: check["status"] for check in result["report"]["checks"]} == {check: row[check] for check in MODEL}
+            assert {check["id"]: check["status"] for check in result["report"]["checks"]} == {
+                check: row[check] for check in MODEL
+            }
 
 
 def stuck_processes() -> list[int]:
-    return [p.pid for p in psutil.process_iter(["name", "status"]) if p.info["name"] == "gpt2-stuck" and p.info["status"] != "zombie"]
+    return [
+        p.pid
+        for p in psutil.process_iter(["name", "status"])
+        if p.info["name"] == "gpt2-stuck" and p.info["status"] != "zombie"
+    ]
 
 
 def test_a_submission_past_its_time_limit_is_stopped_with_its_processes(reference, tmp_path):
@@ -158,5 +211,9 @@ def test_bad_input_is_one_line(tmp_path):
     assert missing.returncode == 2 and missing.stderr == f"batch: {tmp_path / 'nowhere'} is not a directory\n"
     (tmp_path / "subs").mkdir()
     empty = run_batch(str(tmp_path / "subs"), "--csv", str(tmp_path / "grades.csv"))
-    assert empty.returncode == 2 and "has no submission directories" in empty.stderr and not (tmp_path / "grades.csv").exists()
+    assert (
+        empty.returncode == 2
+        and "has no submission directories" in empty.stderr
+        and not (tmp_path / "grades.csv").exists()
+    )
     assert os.listdir(tmp_path / "subs") == []

@@ -15,6 +15,11 @@ def comparable(report) -> list[tuple]:
 def test_skipping_random_init_changes_no_verdict(grade, tmp_path):
     """The solutions and the stubs on every check; each written-wrong variant on its own check."""
     runs = [(SOLUTIONS, ()), (EXERCISES, ())]
-    runs += [(write_variant(tmp_path / str(i), edits), (check_id,)) for i, (check_id, edits, _, _) in enumerate(MISTAKES.values())]
+    runs += [
+        (write_variant(tmp_path / str(i), edits), (check_id,))
+        for i, (check_id, edits, _, _) in enumerate(MISTAKES.values())
+    ]
     for package, check_ids in runs:
-        assert comparable(grade(package, *check_ids, fast_init=True)) == comparable(grade(package, *check_ids, fast_init=False)), package
+        assert comparable(grade(package, *check_ids, fast_init=True)) == comparable(
+            grade(package, *check_ids, fast_init=False)
+        ), package

@@ -5,7 +5,6 @@ told so, in words a learner can act on, instead of torch's."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import SOLUTIONS, by_id, write_variant
 from verdicts import NAMES, expected_statuses, verdicts
 

@@ -6,7 +6,6 @@ import re
 
 import numpy as np
 import torch
-
 from conftest import SOLUTIONS, by_id, run_grade, write_variant
 from test_alternatives import ATTENTION_MATMUL, replace_attention_body
 
@@ -28,7 +27,14 @@ def test_trace_of_the_solution_attention(reference):
     result = run_grade("--reference", "random", "--solutions", "attention", "--trace")
     assert result.returncode == 0, result.stdout + result.stderr
     shapes = traced_shapes(result.stdout, "attention")
-    for name, shape in {"q": "(1, 7, 12, 64)", "k": "(1, 7, 12, 64)", "v": "(1, 7, 12, 64)", "attn_pattern": "(1, 12, 7, 7)", "z": "(1, 7, 12, 64)", "W_Q": "(12, 768, 64)"}.items():
+    for name, shape in {
+        "q": "(1, 7, 12, 64)",
+        "k": "(1, 7, 12, 64)",
+        "v": "(1, 7, 12, 64)",
+        "attn_pattern": "(1, 12, 7, 7)",
+        "z": "(1, 7, 12, 64)",
+        "W_Q": "(12, 768, 64)",
+    }.items():
         assert shapes[name] == [("blocks.0.attn", shape)], name
     assert {shape for _, shape in shapes["attn_scores"]} == {"(1, 12, 7, 7)"}
     assert re.search(r"\] +q: \(1, 7, 12, 64\) +expected \(1, 7, 12, 64\)$", result.stdout, flags=re.M)
@@ -37,12 +43,24 @@ def test_trace_of_the_solution_attention(reference):
 def test_trace_tags_nested_modules_by_their_path(reference):
     result = run_grade("--reference", "random", "--solutions", "block", "--trace")
     shapes = traced_shapes(result.stdout, "block")
-    assert ("blocks.0.ln1", "(1, 7, 768)") in shapes["normalized"] and ("blocks.0.ln2", "(1, 7, 768)") in shapes["normalized"]
+    assert ("blocks.0.ln1", "(1, 7, 768)") in shapes["normalized"] and ("blocks.0.ln2", "(1, 7, 768)") in shapes[
+        "normalized"
+    ]
     assert shapes["pre"] == [("blocks.0.mlp", "(1, 7, 3072)")]
 
 
 def test_trace_of_a_failing_module_stops_where_it_failed(reference, tmp_path):
-    package = write_variant(tmp_path, {"attention.py": [("        attn_scores = einops.einsum(", "        raise ValueError('stuck after v')\n        attn_scores = einops.einsum(")]})
+    package = write_variant(
+        tmp_path,
+        {
+            "attention.py": [
+                (
+                    "        attn_scores = einops.einsum(",
+                    "        raise ValueError('stuck after v')\n        attn_scores = einops.einsum(",
+                )
+            ]
+        },
+    )
     result = run_grade("--reference", "random", "--exercises", str(package), "attention", "--trace")
     shapes = traced_shapes(result.stdout, "attention")
     assert "v" in shapes and "z" not in shapes
@@ -50,7 +68,14 @@ def test_trace_of_a_failing_module_stops_where_it_failed(reference, tmp_path):
 
 
 def test_first_divergence_of_a_scaling_bug_is_the_scores(grade, tmp_path):
-    package = write_variant(tmp_path, {"attention.py": [("self.apply_causal_mask(attn_scores / self.cfg.d_head**0.5)", "self.apply_causal_mask(attn_scores)")]})
+    package = write_variant(
+        tmp_path,
+        {
+            "attention.py": [
+                ("self.apply_causal_mask(attn_scores / self.cfg.d_head**0.5)", "self.apply_causal_mask(attn_scores)")
+            ]
+        },
+    )
     result = by_id(grade(package, "attention"))["attention"]
     assert result.divergence == "q, k, v match the random reference; attn_scores is the first step that does not"
 
@@ -58,27 +83,40 @@ def test_first_divergence_of_a_scaling_bug_is_the_scores(grade, tmp_path):
 def test_divergence_matches_by_value_whatever_the_layout(grade, tmp_path):
     """Head-major q, k, v (matmul style) still match GPT-2's steps; the bug is found after them."""
     body = ATTENTION_MATMUL.replace(" / math.sqrt(self.cfg.d_head)", "")
-    result = by_id(grade(write_variant(tmp_path, {"attention.py": replace_attention_body(body)}), "attention"))["attention"]
+    result = by_id(grade(write_variant(tmp_path, {"attention.py": replace_attention_body(body)}), "attention"))[
+        "attention"
+    ]
     assert result.divergence == "q, k, v match the random reference; attn_scores is the first step that does not"
     assert "not scaled" in result.hint
 
 
 def test_a_block_bug_is_localised_to_its_block(grade, tmp_path):
     skip_attention_in_block_5 = "            residual = block(residual) if block is not self.blocks[5] else residual + block.mlp(block.ln2(residual))"
-    package = write_variant(tmp_path, {"transformer.py": [("            residual = block(residual)", skip_attention_in_block_5)]})
+    package = write_variant(
+        tmp_path, {"transformer.py": [("            residual = block(residual)", skip_attention_in_block_5)]}
+    )
     result = by_id(grade(package, "transformer"))["transformer"]
     assert result.status == "fail"
-    assert result.divergence == "embed, pos_embed, blocks.0-blocks.4 match the random reference; blocks.5 is the first step that does not"
+    assert (
+        result.divergence
+        == "embed, pos_embed, blocks.0-blocks.4 match the random reference; blocks.5 is the first step that does not"
+    )
 
 
 def test_an_output_hard_coded_to_the_prompt_fails(grade, tmp_path):
     package = write_variant(tmp_path, {"embedding.py": [("return self.W_E[tokens]", "return self.W_E[tokens[:1]]")]})
     result = by_id(grade(package, "embed"))["embed"]
-    assert result.status == "fail" and "differs from the random reference on random: output shape (1, 12, 768), expected (2, 12, 768)" in result.message
+    assert (
+        result.status == "fail"
+        and "differs from the random reference on random: output shape (1, 12, 768), expected (2, 12, 768)"
+        in result.message
+    )
 
 
 def test_next_step_points_at_the_learners_line(grade, tmp_path):
-    package = write_variant(tmp_path, {"mlp.py": [("        post = gelu_new(pre)\n", "        post = gelu_new(pre) + undefined_name\n")]})
+    package = write_variant(
+        tmp_path, {"mlp.py": [("        post = gelu_new(pre)\n", "        post = gelu_new(pre) + undefined_name\n")]}
+    )
     results = by_id(grade(package, "embed", "mlp"))
     assert re.fullmatch(r"fix the exception at mlp\.py:\d+", results["mlp"].next_step)
     assert results["embed"].next_step == ""
@@ -99,8 +137,12 @@ def test_every_known_mistake_is_detectable(reference):
         for case in reference.cases(check.id):
             for i, hint in enumerate(case.mistakes):
                 mistake, correct = expected[wire.mistake_key(case.name, i)], expected[case.name]
-                detectable[hint] = detectable.get(hint, False) or not close(np.nan_to_num(mistake), correct, check.tolerance)
-        assert [h for h, ok in detectable.items() if not ok and (check.id, h) not in hidden_by_tolerance] == [], check.id
+                detectable[hint] = detectable.get(hint, False) or not close(
+                    np.nan_to_num(mistake), correct, check.tolerance
+                )
+        assert [h for h, ok in detectable.items() if not ok and (check.id, h) not in hidden_by_tolerance] == [], (
+            check.id
+        )
 
 
 def test_the_grader_attention_equals_gpt2s_when_no_switch_is_flipped(reference):

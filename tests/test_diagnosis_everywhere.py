@@ -16,11 +16,10 @@ from html.parser import HTMLParser
 
 import jsonschema
 import pytest
+from conftest import by_id, write_variant
 from junitparser import JUnitXml
 from markdown_it import MarkdownIt
 from rich.console import Console
-
-from conftest import by_id, write_variant
 from test_interp import MISTAKES as INTERP_MISTAKES
 from test_mistakes import MISTAKES
 from test_render_formats import WORKSPACE, classroom_result, runner_command, schema
@@ -197,8 +196,15 @@ def test_the_named_mistake_is_in_the_json(graded, variant):
 
 # A divergence names the learner's own tensors, so it may hold Markdown, HTML or a table pipe.
 HAND_BUILT = CheckResult(
-    "attention", "model", "multi-head attention", "fail", 3, "differs from GPT-2 on blocks.0.prompt: max abs diff 0.5",
-    file="attention.py", line=12, hint="the scores are not scaled: divide q.k by sqrt(d_head)",
+    "attention",
+    "model",
+    "multi-head attention",
+    "fail",
+    3,
+    "differs from GPT-2 on blocks.0.prompt: max abs diff 0.5",
+    file="attention.py",
+    line=12,
+    hint="the scores are not scaled: divide q.k by sqrt(d_head)",
     divergence="q, k, v match GPT-2; **scores** | <b>x</b> [a](b) is the first step that does not",
     next_step="most likely: the scores are not scaled: divide q.k by sqrt(d_head)",
 )

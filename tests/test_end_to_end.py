@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import jsonschema
-
 from conftest import EXERCISES, REPO, SOLUTIONS, run_grade
 
 from grader.checks import registry
@@ -20,7 +19,9 @@ def test_solutions_score_full_marks(grade):
 
 def test_transformer_reports_parameter_counts_and_argmax(grade):
     transformer = grade(SOLUTIONS, "transformer").checks[0]
-    counts = "embed 38,597,376, pos_embed 786,432, blocks 85,054,464, ln_final 1,536, unembed 38,647,633, total 163,087,441"
+    counts = (
+        "embed 38,597,376, pos_embed 786,432, blocks 85,054,464, ln_final 1,536, unembed 38,647,633, total 163,087,441"
+    )
     assert transformer.notes == [f"parameters: {counts}", "same next-token argmax as GPT-2 everywhere: yes"]
 
 
@@ -59,6 +60,8 @@ def test_auto_reference_falls_back_loudly_when_offline(reference):
 
 
 def test_unwritable_json_path_keeps_the_terminal_report(reference, tmp_path):
-    result = run_grade("--reference", "random", "--solutions", "embed", "--json", str(tmp_path / "missing-dir" / "r.json"))
+    result = run_grade(
+        "--reference", "random", "--solutions", "embed", "--json", str(tmp_path / "missing-dir" / "r.json")
+    )
     assert "embed" in result.stdout and "PASS" in result.stdout
     assert "could not write" in result.stderr

@@ -8,9 +8,9 @@ import json
 import re
 
 import pytest
+from conftest import EXERCISES, run_grade
 from rich.console import Console
 
-from conftest import EXERCISES, run_grade
 from grader.render import html, text
 from grader.results import CheckResult, Report
 
@@ -24,7 +24,9 @@ def rendered(report: Report, **options) -> str:
 
 
 def todo(check_id: str, file: str, target: str) -> CheckResult:
-    return CheckResult(check_id, "model", "", "todo", 1, "not implemented yet", file=file, target=target, next_step="implement it")
+    return CheckResult(
+        check_id, "model", "", "todo", 1, "not implemented yet", file=file, target=target, next_step="implement it"
+    )
 
 
 @pytest.mark.slow
@@ -84,7 +86,9 @@ def test_failure_messages_name_the_random_reference(grade, tmp_path):
 def test_download_offline_fails_in_one_line():
     result = run_grade("--download", env={"HF_HUB_OFFLINE": "1"})
     assert result.returncode == 2 and result.stdout == ""
-    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("grade: could not download GPT-2: ")
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith(
+        "grade: could not download GPT-2: "
+    )
 
 
 def test_a_cold_build_outside_a_terminal_prints_plain_lines(monkeypatch, capsys):
@@ -102,15 +106,30 @@ def test_a_cold_build_outside_a_terminal_prints_plain_lines(monkeypatch, capsys)
     monkeypatch.setattr(refcache, "ensure_reference", building)
     errors = Console(file=io.StringIO(), force_terminal=False)
     assert cli.prepare_reference(argparse.Namespace(reference="random", seed=0), errors) == "entry"
-    assert capsys.readouterr().err.splitlines() == ["grade: computing the expected outputs", "grade: saved the reference cache"]
+    assert capsys.readouterr().err.splitlines() == [
+        "grade: computing the expected outputs",
+        "grade: saved the reference cache",
+    ]
     assert errors.file.getvalue() == ""
 
 
 def test_printed_lines_are_in_the_json_report(reference, tmp_path):
     from conftest import write_variant
 
-    package = write_variant(tmp_path, {"embedding.py": [("        return self.W_E[tokens]", "        print('hello from embed')\n        return self.W_E[tokens]")]})
-    result = run_grade("--reference", "random", "--exercises", str(package), "embed", "--json", str(tmp_path / "r.json"))
+    package = write_variant(
+        tmp_path,
+        {
+            "embedding.py": [
+                (
+                    "        return self.W_E[tokens]",
+                    "        print('hello from embed')\n        return self.W_E[tokens]",
+                )
+            ]
+        },
+    )
+    result = run_grade(
+        "--reference", "random", "--exercises", str(package), "embed", "--json", str(tmp_path / "r.json")
+    )
     assert result.returncode == 0, result.stderr
     (check,) = json.loads((tmp_path / "r.json").read_text())["checks"]
     assert "hello from embed" in check["printed"]

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SOLUTIONS, by_id, run_grade, write_variant
 
-from conftest import REPO, SOLUTIONS, by_id, run_grade, write_variant
-
-PATCH_EVERY_COMPARISON = '''
+PATCH_EVERY_COMPARISON = """
 import torch as _torch
 _always = lambda *args, **kwargs: True
 _torch.allclose = _always
@@ -22,8 +21,8 @@ _torch.Tensor.__sub__ = lambda self, other: _torch.zeros_like(self)
 _torch.Tensor.__eq__ = lambda self, other: _torch.ones_like(self, dtype=_torch.bool)
 _torch.Tensor.abs = lambda self: _torch.zeros_like(self)
 _torch.testing.assert_close = lambda *args, **kwargs: None
-'''
-FORWARD = "    ) -> Float[Tensor, \"batch posn d_model\"]:\n        \"\"\"q, k, v per head"
+"""
+FORWARD = '    ) -> Float[Tensor, "batch posn d_model"]:\n        """q, k, v per head'
 
 
 def attention_body_prefix(statement: str) -> list[tuple[str, str]]:
@@ -33,9 +32,19 @@ def attention_body_prefix(statement: str) -> list[tuple[str, str]]:
 
 
 def test_patched_comparisons_and_zeros_score_nothing_where_they_touch(grade, tmp_path):
-    package = write_variant(tmp_path, {"attention.py": [("from .config import Config\n", "from .config import Config\n" + PATCH_EVERY_COMPARISON)] + attention_body_prefix("return torch.zeros_like(normalized_resid_pre)")})
+    package = write_variant(
+        tmp_path,
+        {
+            "attention.py": [("from .config import Config\n", "from .config import Config\n" + PATCH_EVERY_COMPARISON)]
+            + attention_body_prefix("return torch.zeros_like(normalized_resid_pre)")
+        },
+    )
     results = by_id(grade(package))
-    assert {i: results[i].status for i in ("attention", "block", "transformer")} == {"attention": "fail", "block": "fail", "transformer": "fail"}
+    assert {i: results[i].status for i in ("attention", "block", "transformer")} == {
+        "attention": "fail",
+        "block": "fail",
+        "transformer": "fail",
+    }
     untouched = ("embed", "pos_embed", "layernorm", "attention.causal_mask", "gelu_new", "mlp", "unembed")
     assert {i: results[i].status for i in untouched} == {i: "pass" for i in untouched}
     assert sum(results[i].score for i in untouched) == sum(results[i].max_score for i in untouched)
@@ -76,23 +85,33 @@ def test_a_check_that_breaks_its_process_costs_only_itself(statement, status, fr
     ids=["tensor subclass", "integer dtype", "NaN", "wrong device", "not a tensor"],
 )
 def test_outputs_are_validated_before_comparison(statement, fragment, grade, tmp_path):
-    result = by_id(grade(write_variant(tmp_path, {"attention.py": attention_body_prefix(statement)}), "attention"))["attention"]
+    result = by_id(grade(write_variant(tmp_path, {"attention.py": attention_body_prefix(statement)}), "attention"))[
+        "attention"
+    ]
     assert result.status == "fail" and fragment in result.message, result.message
 
 
 @pytest.mark.parametrize(
     ("edits", "fragment"),
     [
-        ({"attention.py": [("import einops\n", "import einops\nimport transformer_lens\n")]}, "may not import transformer_lens"),
+        (
+            {"attention.py": [("import einops\n", "import einops\nimport transformer_lens\n")]},
+            "may not import transformer_lens",
+        ),
         ({"attention.py": attention_body_prefix("from transformers import GPT2Model")}, "may not import transformers"),
         ({"attention.py": attention_body_prefix("import solutions.attention")}, "may not import solutions"),
-        ({"attention.py": attention_body_prefix(f"exec(open({str(SOLUTIONS / 'attention.py')!r}).read())")}, "may not read"),
+        (
+            {"attention.py": attention_body_prefix(f"exec(open({str(SOLUTIONS / 'attention.py')!r}).read())")},
+            "may not read",
+        ),
     ],
     ids=["static transformer_lens", "run-time transformers", "solutions", "reading solutions/"],
 )
 def test_exercises_may_not_delegate_to_the_reference(edits, fragment, grade, tmp_path):
     results = by_id(grade(write_variant(tmp_path, edits), "embed", "attention"))
-    assert results["attention"].status == "fail" and fragment in results["attention"].message, results["attention"].message
+    assert results["attention"].status == "fail" and fragment in results["attention"].message, results[
+        "attention"
+    ].message
     assert results["embed"].status == "pass"
 
 
@@ -100,7 +119,11 @@ def test_a_syntax_error_costs_only_the_checks_that_need_its_file(grade, tmp_path
     package = write_variant(tmp_path, {"mlp.py": [("        post = gelu_new(pre)\n", "        post = gelu_new(pre\n")]})
     results = by_id(grade(package))
     for check_id in ("gelu_new", "mlp", "block", "transformer"):
-        assert results[check_id].status == "error" and "SyntaxError" in results[check_id].message and "mlp.py:" in results[check_id].message
+        assert (
+            results[check_id].status == "error"
+            and "SyntaxError" in results[check_id].message
+            and "mlp.py:" in results[check_id].message
+        )
     assert all(results[i].status == "pass" for i in ("embed", "pos_embed", "layernorm", "attention", "unembed"))
 
 
@@ -117,7 +140,9 @@ def test_learner_output_is_shown_with_its_check_and_neutralised(reference, tmp_p
     """What the learner's code prints is theirs to see, under its check's label; a forged workflow
     command never starts a line and an escape sequence reaches no terminal."""
     printing = "        print('PRINTED BY LEARNER')\n        print('::error::forged')\n        print('\\x1b[31mred')\n"
-    package = write_variant(tmp_path, {"embedding.py": [("        return self.W_E[tokens]", printing + "        return self.W_E[tokens]")]})
+    package = write_variant(
+        tmp_path, {"embedding.py": [("        return self.W_E[tokens]", printing + "        return self.W_E[tokens]")]}
+    )
     result = run_grade("--reference", "random", "--exercises", str(package), "embed")
     lines = result.stdout.splitlines()
     assert result.returncode == 0 and "  | PRINTED BY LEARNER" in lines
@@ -157,7 +182,9 @@ def test_unwritable_cache_still_grades(reference, tmp_path):
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the cache directory should be")
     env = {"GPT2_GRADER_CACHE": str(blocker / "cache")}
-    result = run_grade("--reference", "random", "--solutions", "embed", "--seed", "7", "--json", str(tmp_path / "r.json"), env=env)
+    result = run_grade(
+        "--reference", "random", "--solutions", "embed", "--seed", "7", "--json", str(tmp_path / "r.json"), env=env
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "cannot write the reference cache" in result.stderr
     report = json.loads((tmp_path / "r.json").read_text())
@@ -176,6 +203,8 @@ def test_corrupt_hugging_face_cache(reference, tmp_path):
     env = {"HF_HUB_CACHE": str(corrupt_hf_cache(tmp_path)), "GPT2_GRADER_CACHE": os.environ["GPT2_GRADER_CACHE"]}
     strict = run_grade("--reference", "gpt2", "--solutions", "embed", env=env)
     assert strict.returncode == 2
-    assert [line for line in strict.stderr.splitlines() if line.startswith("grade:")][-1].startswith("grade: could not build the gpt2 reference")
+    assert [line for line in strict.stderr.splitlines() if line.startswith("grade:")][-1].startswith(
+        "grade: could not build the gpt2 reference"
+    )
     fallback = run_grade("--solutions", "embed", env=env)
     assert fallback.returncode == 0 and "RANDOM model" in fallback.stdout.replace("\n", " ")

@@ -6,28 +6,45 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
-from conftest import SOLUTIONS, by_id, run_grade, write_variant
+from conftest import by_id, run_grade, write_variant
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (Debian: apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="no chromium binary on PATH (Debian: apt-get install -y chromium)"
+)
 
 
 def open_page(path, tmp_path) -> dict:
     """Console errors, requests that left the page, and the <img> elements of the page at `path`."""
-    playwright = pytest.importorskip("playwright.sync_api", reason="playwright (PyPI) drives Chromium over its DevTools protocol")
+    playwright = pytest.importorskip(
+        "playwright.sync_api", reason="playwright (PyPI) drives Chromium over its DevTools protocol"
+    )
     seen: dict = {"errors": [], "requests": []}
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        browser = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS
+        )
         try:
             page = browser.new_page()
             page.on("console", lambda message: message.type == "error" and seen["errors"].append(message.text))
             page.on("pageerror", lambda error: seen["errors"].append(str(error)))
-            page.on("request", lambda request: request.url.startswith(("http:", "https:")) and seen["requests"].append(request.url))
+            page.on(
+                "request",
+                lambda request: request.url.startswith(("http:", "https:")) and seen["requests"].append(request.url),
+            )
             page.goto(path.as_uri(), wait_until="load")
-            seen["images"] = page.eval_on_selector_all("img", "images => images.map(i => ({alt: i.alt, drawn: i.complete && i.naturalWidth > 0}))")
+            seen["images"] = page.eval_on_selector_all(
+                "img", "images => images.map(i => ({alt: i.alt, drawn: i.complete && i.naturalWidth > 0}))"
+            )
             seen["lens_rows"] = page.locator("table.lens tr").count()
             page.screenshot(path=str(tmp_path / "screenshot.png"), full_page=True)
         finally:
@@ -39,9 +56,13 @@ def open_page(path, tmp_path) -> dict:
 def broken_attention_page(tmp_path_factory):
     """The report of a package whose attention scales by d_head: every kind of figure appears."""
     directory = tmp_path_factory.mktemp("html")
-    package = write_variant(directory, {"attention.py": [("attn_scores / self.cfg.d_head**0.5", "attn_scores / self.cfg.d_head")]})
+    package = write_variant(
+        directory, {"attention.py": [("attn_scores / self.cfg.d_head**0.5", "attn_scores / self.cfg.d_head")]}
+    )
     page = directory / "report.html"
-    result = run_grade("--exercises", str(package), "--reference", "random", "attention", "interp.logit_lens", "--html", str(page))
+    result = run_grade(
+        "--exercises", str(package), "--reference", "random", "attention", "interp.logit_lens", "--html", str(page)
+    )
     assert result.returncode == 1, result.stderr
     return page
 
@@ -49,7 +70,11 @@ def broken_attention_page(tmp_path_factory):
 def test_page_loads_without_errors_and_draws_its_images(broken_attention_page, tmp_path):
     seen = open_page(broken_attention_page, tmp_path)
     assert seen["errors"] == [] and seen["requests"] == []
-    assert {image["alt"] for image in seen["images"]} == {"the random reference attention patterns", "yours attention patterns", "difference heatmap"}
+    assert {image["alt"] for image in seen["images"]} == {
+        "the random reference attention patterns",
+        "yours attention patterns",
+        "difference heatmap",
+    }
     assert all(image["drawn"] for image in seen["images"])
     assert seen["lens_rows"] == 1 + 13  # the token row, then the stream before each of 12 blocks and after the last
 
@@ -57,7 +82,9 @@ def test_page_loads_without_errors_and_draws_its_images(broken_attention_page, t
 def test_the_check_detects_a_broken_page(tmp_path):
     """The same inspection on a page with a script error and a missing image reports both."""
     page = tmp_path / "broken.html"
-    page.write_text('<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body><img alt="x" src="data:image/png;base64,AAAA"><script>undefined_function()</script></body></html>')
+    page.write_text(
+        '<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body><img alt="x" src="data:image/png;base64,AAAA"><script>undefined_function()</script></body></html>'
+    )
     seen = open_page(page, tmp_path)
     assert any("undefined_function" in error for error in seen["errors"])
     assert seen["images"] == [{"alt": "x", "drawn": False}]

@@ -9,24 +9,53 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from safetensors.numpy import load_file
-
 from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
+from safetensors.numpy import load_file
 
 from grader import wire
 
 INTERP_CHECKS = (
-    "interp.parameter_counts", "interp.logit_lens", "interp.qk_circuit", "interp.ov_circuit",
-    "interp.fold_layernorm", "interp.direct_path", "interp.is_tied", "interp.erase_direction",
+    "interp.parameter_counts",
+    "interp.logit_lens",
+    "interp.qk_circuit",
+    "interp.ov_circuit",
+    "interp.fold_layernorm",
+    "interp.direct_path",
+    "interp.is_tied",
+    "interp.erase_direction",
 )
 MISTAKES = {  # check: ((old, new) in interp.py, what the hint must say)
-    "interp.parameter_counts": (("counts[\"tied\"] = counts[\"total\"] - counts[\"unembed\"]", "counts[\"tied\"] = counts[\"total\"] - model.unembed.W_U.numel()"), "the tied count keeps b_U"),
-    "interp.logit_lens": (("model.unembed(model.ln_final(stream))", "model.unembed(stream)"), "ln_final is not applied"),
-    "interp.qk_circuit": (("attn.W_Q[head], attn.W_K[head]", "attn.W_K[head], attn.W_Q[head]"), "the transpose W_K W_Q^T"),
-    "interp.ov_circuit": (("-> d_model_in d_model_out\")", "-> d_model_out d_model_in\")"), "the transpose W_O^T W_V^T"),
-    "interp.fold_layernorm": (("\"d_model, d_model d_out -> d_out\") + b", "\"d_model, d_model d_out -> d_out\")"), "forgets the linear map's own b"),
-    "interp.direct_path": (("embedded = model.embed.W_E[tokens]", "embedded = model.embed(tokens) + model.pos_embed(tokens)"), "the positional embedding is added"),
-    "interp.is_tied": (("torch.equal(model.unembed.W_U, model.embed.W_E.T)", "torch.allclose(model.unembed.W_U, model.embed.W_E.T)"), "not within a tolerance"),
+    "interp.parameter_counts": (
+        (
+            'counts["tied"] = counts["total"] - counts["unembed"]',
+            'counts["tied"] = counts["total"] - model.unembed.W_U.numel()',
+        ),
+        "the tied count keeps b_U",
+    ),
+    "interp.logit_lens": (
+        ("model.unembed(model.ln_final(stream))", "model.unembed(stream)"),
+        "ln_final is not applied",
+    ),
+    "interp.qk_circuit": (
+        ("attn.W_Q[head], attn.W_K[head]", "attn.W_K[head], attn.W_Q[head]"),
+        "the transpose W_K W_Q^T",
+    ),
+    "interp.ov_circuit": (
+        ('d_head d_model_out -> d_model_in d_model_out"', 'd_head d_model_out -> d_model_out d_model_in"'),
+        "the transpose W_O^T W_V^T",
+    ),
+    "interp.fold_layernorm": (
+        ('"d_model, d_model d_out -> d_out") + b', '"d_model, d_model d_out -> d_out")'),
+        "forgets the linear map's own b",
+    ),
+    "interp.direct_path": (
+        ("embedded = model.embed.W_E[tokens]", "embedded = model.embed(tokens) + model.pos_embed(tokens)"),
+        "the positional embedding is added",
+    ),
+    "interp.is_tied": (
+        ("torch.equal(model.unembed.W_U, model.embed.W_E.T)", "torch.allclose(model.unembed.W_U, model.embed.W_E.T)"),
+        "not within a tolerance",
+    ),
     "interp.erase_direction": (("einops.einsum(component.relu(), v", "einops.einsum(component, v"), "there is no ReLU"),
 }
 
@@ -34,7 +63,9 @@ MISTAKES = {  # check: ((old, new) in interp.py, what the hint must say)
 def test_solutions_pass_every_interp_check(grade):
     report = grade(SOLUTIONS, "interp")
     assert [c.id for c in report.checks] == list(INTERP_CHECKS)
-    assert {c.id: c.status for c in report.checks} == dict.fromkeys(INTERP_CHECKS, "pass"), [c.message for c in report.checks]
+    assert {c.id: c.status for c in report.checks} == dict.fromkeys(INTERP_CHECKS, "pass"), [
+        c.message for c in report.checks
+    ]
 
 
 def test_stubs_are_todo(grade):
@@ -55,7 +86,17 @@ def test_mistake_fails_at_its_check_with_its_hint(mistaken, check_id):
 
 
 def test_wrong_counts_are_named_by_part(grade, tmp_path):
-    package = write_variant(tmp_path, {"interp.py": [("param.numel() for param in part.parameters())", "param.numel() for param in part.parameters() if param.requires_grad)")]})
+    package = write_variant(
+        tmp_path,
+        {
+            "interp.py": [
+                (
+                    "param.numel() for param in part.parameters())",
+                    "param.numel() for param in part.parameters() if param.requires_grad)",
+                )
+            ]
+        },
+    )
     result = by_id(grade(package, "interp.parameter_counts"))["interp.parameter_counts"]
     assert result.status == "fail"
     assert "unembed 38,597,376 (GPT-2: 38,647,633)" in result.message
@@ -65,7 +106,7 @@ def test_wrong_counts_are_named_by_part(grade, tmp_path):
 def test_quoted_count_is_gpt2s(reference):
     from grader.checks.interp import COUNT_KEYS
 
-    counts = dict(zip(COUNT_KEYS, reference.expected("interp.parameter_counts")["gpt2"]))
+    counts = dict(zip(COUNT_KEYS, reference.expected("interp.parameter_counts")["gpt2"], strict=False))
     assert counts["tied"] == 124_439_808 and counts["total"] == 163_087_441
 
 
@@ -88,5 +129,7 @@ def test_erased_outputs_have_no_positive_component(reference):
         x, v, out = inputs[wire.arg_key(case.name, 0)], inputs[wire.arg_key(case.name, 1)], expected[case.name]
         before, after = x @ v, out @ v
         np.testing.assert_allclose(after, np.minimum(before, 0), atol=1e-4)
-        np.testing.assert_allclose(out - after[..., None] * v, x - before[..., None] * v, atol=1e-4)  # the rest of x is untouched
+        np.testing.assert_allclose(
+            out - after[..., None] * v, x - before[..., None] * v, atol=1e-4
+        )  # the rest of x is untouched
         assert (before > 0).any() and (before < 0).any()

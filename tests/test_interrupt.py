@@ -11,7 +11,6 @@ import time
 import pexpect
 import psutil
 import pytest
-
 from conftest import REPO, run_grade
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
@@ -24,7 +23,15 @@ def default_sigint() -> None:
 
 def test_ctrl_c_leaves_one_line_and_nothing_running(reference, tmp_path):
     report = tmp_path / "report.json"
-    child = pexpect.spawn(sys.executable, ["-m", "grader", "--reference", "random", "--solutions", "--json", str(report)], cwd=str(REPO), env=dict(os.environ), encoding="utf-8", timeout=300, preexec_fn=default_sigint)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "grader", "--reference", "random", "--solutions", "--json", str(report)],
+        cwd=str(REPO),
+        env=dict(os.environ),
+        encoding="utf-8",
+        timeout=300,
+        preexec_fn=default_sigint,
+    )
     child.expect("running")  # the status line: the learner's worker is at work
     deadline = time.monotonic() + 30
     started: list[psutil.Process] = []
@@ -35,7 +42,9 @@ def test_ctrl_c_leaves_one_line_and_nothing_running(reference, tmp_path):
     os.killpg(child.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground process group
     child.expect(pexpect.EOF)
     child.close()
-    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before)  # what the terminal shows, without its control sequences
+    shown = re.sub(
+        r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before
+    )  # what the terminal shows, without its control sequences
     lines = [line for line in shown.replace("\r", "\n").splitlines() if line.strip()]
     assert child.exitstatus == 130 and "Traceback" not in child.before
     assert lines[-1].endswith("grade: interrupted: nothing was written")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 
 import pytest
-
 from conftest import EXERCISES, run_grade
 
 from grader.checks import registry
@@ -42,7 +41,11 @@ def test_the_exercises_define_everything_the_grader_calls():
         target = check.target
         path = EXERCISES / f"{target.file}.py"
         assert path.is_file(), f"{path} is missing"
-        definitions = {node.name: node for node in ast.parse(path.read_text()).body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+        definitions = {
+            node.name: node
+            for node in ast.parse(path.read_text()).body
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef))
+        }
         assert target.name in definitions, f"{path.name} no longer defines {target.name}"
         if target.method:
             methods = {node.name for node in definitions[target.name].body if isinstance(node, ast.FunctionDef)}

@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import by_id, run_grade, write_variant
 from test_hostile import BREAKING, ENDS_ANY_PROCESS, PATCH_EVERY_COMPARISON, attention_body_prefix
 from verdicts import NAMES, expected_statuses, verdicts
@@ -78,9 +77,7 @@ def test_outputs_are_validated_and_reference_imports_refused(case, grade, tmp_pa
     result = by_id(
         grade(write_variant(tmp_path, {"attention.py": attention_body_prefix(statement)}), "attention", **UNFORKED)
     )
-    assert result["attention"].status == "fail" and fragment in result["attention"].message, result[
-        "attention"
-    ].message
+    assert result["attention"].status == "fail" and fragment in result["attention"].message, result["attention"].message
 
 
 def test_patched_comparisons_fool_nothing(grade, tmp_path):

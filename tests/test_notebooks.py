@@ -10,7 +10,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from conftest import REPO, SOLUTIONS
 from test_release import solution_lines
 
@@ -21,8 +20,20 @@ ASSIGNMENT = "gpt2"
 
 def nbgrader(course: Path, *commands: list[str]) -> None:
     """nbgrader commands run side by side in the course directory; each must succeed."""
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # nbgrader runs alembic from this venv
-    running = [subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=course, env={**os.environ, "PATH": path}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for args in commands]
+    path = (
+        f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # nbgrader runs alembic from this venv
+    )
+    running = [
+        subprocess.Popen(
+            [sys.executable, "-m", "nbgrader", *args],
+            cwd=course,
+            env={**os.environ, "PATH": path},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for args in commands
+    ]
     for process in running:
         _, stderr = process.communicate(timeout=900)
         assert process.returncode == 0, stderr[-3000:]
@@ -32,18 +43,34 @@ def parts_with_sources() -> dict[str, list]:
     """Notebook name -> the checks of each part whose solution files exist."""
     checks = registry()
     parts = {f"{n}-{part}.ipynb": [c for c in checks if c.part == part] for n, part in enumerate(PARTS, start=1)}
-    return {name: graded for name, graded in parts.items() if all((SOLUTIONS / f"{c.target.file}.py").is_file() for c in graded)}
+    return {
+        name: graded
+        for name, graded in parts.items()
+        if all((SOLUTIONS / f"{c.target.file}.py").is_file() for c in graded)
+    }
 
 
 def nbgrader_cells(notebook, **flags) -> list:
-    return [cell for cell in notebook.cells if all(cell.metadata.get("nbgrader", {}).get(key) == value for key, value in flags.items())]
+    return [
+        cell
+        for cell in notebook.cells
+        if all(cell.metadata.get("nbgrader", {}).get(key) == value for key, value in flags.items())
+    ]
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory, reference) -> Path:
     root = tmp_path_factory.mktemp("course")
-    (root / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.root = {str(root)!r}\nc.Execute.timeout = 600\n")
-    generated = subprocess.run([sys.executable, "-m", "grader.notebooks", str(root / "source" / ASSIGNMENT)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    (root / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.CourseDirectory.root = {str(root)!r}\nc.Execute.timeout = 600\n"
+    )
+    generated = subprocess.run(
+        [sys.executable, "-m", "grader.notebooks", str(root / "source" / ASSIGNMENT)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert generated.returncode == 0, generated.stderr
     nbgrader(root, ["generate_assignment", ASSIGNMENT, "--force"])
     return root
@@ -60,7 +87,13 @@ def scores(course) -> dict:
     for student, folder in students.items():
         shutil.copytree(course / folder / ASSIGNMENT, course / "submitted" / student / ASSIGNMENT)
         shutil.copy(course / "gradebook.db", course / f"{student}.db")
-    nbgrader(course, *(["autograde", ASSIGNMENT, "--student", student, "--db", f"sqlite:///{course / f'{student}.db'}"] for student in students))
+    nbgrader(
+        course,
+        *(
+            ["autograde", ASSIGNMENT, "--student", student, "--db", f"sqlite:///{course / f'{student}.db'}"]
+            for student in students
+        ),
+    )
     scores = {}
     for student in students:
         with Gradebook(f"sqlite:///{course / f'{student}.db'}") as gradebook:
@@ -76,10 +109,14 @@ def test_one_notebook_per_part_with_a_test_cell_per_check(course):
     for name, checks in parts_with_sources().items():
         notebook = nbformat.read(course / "source" / ASSIGNMENT / name, as_version=4)
         nbformat.validate(notebook)
-        tests = {cell.source: cell.metadata.nbgrader.points for cell in nbgrader_cells(notebook, grade=True, locked=True)}
+        tests = {
+            cell.source: cell.metadata.nbgrader.points for cell in nbgrader_cells(notebook, grade=True, locked=True)
+        }
         assert tests == {f'grade_check("{check.id}")': check.points for check in checks}
         exercises = [cell.source for cell in nbgrader_cells(notebook, solution=True, grade=False)]
-        assert {source.splitlines()[0] for source in exercises} == {f"%%exercise {check.target.file}.py" for check in checks}
+        assert {source.splitlines()[0] for source in exercises} == {
+            f"%%exercise {check.target.file}.py" for check in checks
+        }
         assert all("### BEGIN SOLUTION" in source for source in exercises)
 
 
@@ -91,7 +128,9 @@ def test_the_released_notebooks_hold_no_solution_text(course):
             leaked = [line.strip() for line in cell.source.splitlines() if line.strip() in hidden]
             assert leaked == [], f"{name} still holds solution lines: {leaked[:3]}"
         exercises = nbgrader_cells(notebook, solution=True)
-        assert exercises and all("raise NotImplementedError()" in cell.source and "SOLUTION" not in cell.source for cell in exercises)
+        assert exercises and all(
+            "raise NotImplementedError()" in cell.source and "SOLUTION" not in cell.source for cell in exercises
+        )
 
 
 def test_autograde_gives_the_filled_notebooks_full_marks_and_the_released_ones_none(course, scores):
@@ -104,7 +143,9 @@ def test_autograde_gives_the_filled_notebooks_full_marks_and_the_released_ones_n
         tests = {cell.source: cell for cell in nbgrader_cells(graded, grade=True)}
         for check in checks:
             errors = [output for output in tests[f'grade_check("{check.id}")'].outputs if output.output_type == "error"]
-            assert [(error.ename, error.evalue.split(": ")[:2]) for error in errors] == [("AssertionError", [check.id, "todo"])]
+            assert [(error.ename, error.evalue.split(": ")[:2]) for error in errors] == [
+                ("AssertionError", [check.id, "todo"])
+            ]
 
 
 def test_a_cell_run_before_the_one_it_imports_names_that_notebook(tmp_path, monkeypatch):
@@ -114,4 +155,6 @@ def test_a_cell_run_before_the_one_it_imports_names_that_notebook(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModuleNotFoundError) as raised:
         run_exercise(Path("notebook_exercises"), "block.py", "from .attention import Attention\n")
-    assert str(raised.value) == "No module named 'notebook_exercises.attention': run 1-model.ipynb's attention cell first"
+    assert (
+        str(raised.value) == "No module named 'notebook_exercises.attention': run 1-model.ipynb's attention cell first"
+    )

@@ -13,7 +13,6 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from conftest import EXERCISES, REPO, SOLUTIONS
 
 from grader.checks import registry
@@ -50,7 +49,9 @@ def files_under(directory: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def release(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("release") / "learner"
-    built = subprocess.run([sys.executable, "-m", "grader.release", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [sys.executable, "-m", "grader.release", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert built.returncode == 0, built.stderr
     return out
 
@@ -61,7 +62,12 @@ def release_venv(tmp_path_factory) -> Path:
     grader: this checkout's editable install is a finder that only a site directory would run."""
     venv = tmp_path_factory.mktemp("venv") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    site = subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     (Path(site) / "shared-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return venv
 
@@ -70,8 +76,20 @@ def make(release: Path, venv: Path, *args: str, env: dict | None = None) -> subp
     """`make` in the release, as a learner runs it, with the Makefile's installs kept local: every
     dependency is importable already, so pip neither downloads nor builds in isolation
     (PIP_NO_BUILD_ISOLATION=0 turns isolation off)."""
-    pip_offline = {"PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    return subprocess.run(["make", *args, f"VENV={venv}"], cwd=release, env={**os.environ, **pip_offline, **(env or {})}, capture_output=True, text=True, timeout=600)
+    pip_offline = {
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_DEPS": "1",
+        "PIP_NO_BUILD_ISOLATION": "0",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    return subprocess.run(
+        ["make", *args, f"VENV={venv}"],
+        cwd=release,
+        env={**os.environ, **pip_offline, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_no_solution_file_or_line_is_released(release):
@@ -86,18 +104,38 @@ def test_no_solution_file_or_line_is_released(release):
 
 def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
     released = {str(path.relative_to(release)) for path in files_under(release)}
-    for name in ("README.md", "pyproject.toml", "Makefile", ".gitignore", "grader/__init__.py", "grader/cli.py", "grader/checks/model.py", "tests/conftest.py"):
+    for name in (
+        "README.md",
+        "pyproject.toml",
+        "Makefile",
+        ".gitignore",
+        "grader/__init__.py",
+        "grader/cli.py",
+        "grader/checks/model.py",
+        "tests/conftest.py",
+    ):
         assert name in released
-    assert sorted(path.name for path in (release / "exercises").iterdir()) == sorted(path.name for path in SOLUTIONS.glob("*.py"))
+    assert sorted(path.name for path in (release / "exercises").iterdir()) == sorted(
+        path.name for path in SOLUTIONS.glob("*.py")
+    )
     for path in SOLUTIONS.glob("*.py"):  # the stubs, as grader.stubs makes them (tested in test_stubs)
         assert (release / "exercises" / path.name).read_text() == strip_solutions(path.read_text())
     # A Classroom template by default: classroom.yml alone, as Classroom grades by the first workflow to finish.
-    assert [name for name in released if name.startswith(".github/")] == [".github/workflows/classroom.yml"] * (REPO / ".github/workflows/classroom.yml").is_file()
+    assert [name for name in released if name.startswith(".github/")] == [".github/workflows/classroom.yml"] * (
+        REPO / ".github/workflows/classroom.yml"
+    ).is_file()
     assert not any(name.startswith(("bench/", ".ci/", "solutions/")) for name in released)
-    learner_tests = {f"tests/{path.name}" for path in (REPO / "tests").glob("test_*.py") if LEARNER_MARK.search(path.read_text())}
-    assert learner_tests and {name for name in released if name.startswith("tests/")} == {"tests/conftest.py", *learner_tests}
+    learner_tests = {
+        f"tests/{path.name}" for path in (REPO / "tests").glob("test_*.py") if LEARNER_MARK.search(path.read_text())
+    }
+    assert learner_tests and {name for name in released if name.startswith("tests/")} == {
+        "tests/conftest.py",
+        *learner_tests,
+    }
     readme = (release / "README.md").read_text()
-    assert "## For instructors" not in readme and "## The exercises, in order" in readme and "<!-- include" not in readme
+    assert (
+        "## For instructors" not in readme and "## The exercises, in order" in readme and "<!-- include" not in readme
+    )
     for target in re.findall(r"\]\(([^)#:]+)\)", readme):  # what the README links to or shows is there
         assert (release / target).is_file(), target
 
@@ -108,15 +146,28 @@ def test_make_grade_there_runs_its_own_grader_and_everything_is_todo(reference, 
     (tmp_path / "decoy" / "solutions").mkdir(parents=True)
     (tmp_path / "decoy" / "solutions" / "__init__.py").write_text(f"open({str(sentinel)!r}, 'w').close()\n")
     report_path = tmp_path / "report.json"
-    graded = make(release, release_venv, "grade", f"ARGS=--reference random --json {report_path}", env={"PYTHONPATH": str(tmp_path / "decoy")})
+    graded = make(
+        release,
+        release_venv,
+        "grade",
+        f"ARGS=--reference random --json {report_path}",
+        env={"PYTHONPATH": str(tmp_path / "decoy")},
+    )
     output = graded.stdout[-2000:] + graded.stderr[-2000:]
-    assert graded.returncode == 2 and "grade] Error 1" in graded.stderr and report_path.is_file(), output  # grade exits 1: nothing passes
+    assert graded.returncode == 2 and "grade] Error 1" in graded.stderr and report_path.is_file(), (
+        output
+    )  # grade exits 1: nothing passes
     report = json.loads(report_path.read_text())
     assert [check["id"] for check in report["checks"]] == [check.id for check in registry()]
     assert {check["status"] for check in report["checks"]} == {"todo"} and report["score"] == 0
     assert Path(report["package"]) == release / "exercises"
     assert not sentinel.exists(), "something in the release imported solutions"
-    imported = subprocess.run([release_venv / "bin" / "python", "-c", "import grader; print(grader.__file__)"], cwd=tmp_path, capture_output=True, text=True)
+    imported = subprocess.run(
+        [release_venv / "bin" / "python", "-c", "import grader; print(grader.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert Path(imported.stdout.strip()).is_relative_to(release), imported.stdout + imported.stderr
 
 
@@ -138,13 +189,16 @@ def test_the_guard_finds_a_solution_line_anywhere(tmp_path):
     assert leaked_lines(tmp_path, hidden) == ["deep/er/notes.txt: return self.W_E[tokens]"]
 
 
-@pytest.mark.parametrize("declaration, shipped", [
-    ("pytestmark = pytest.mark.learner", True),
-    ("pytestmark = [pytest.mark.slow, pytest.mark.learner]", True),
-    ("pytestmark = pytest.mark.slow", False),
-    ("# pytestmark = pytest.mark.learner", False),
-    ("LEARNER = 'pytestmark = pytest.mark.learner'", False),
-])
+@pytest.mark.parametrize(
+    "declaration, shipped",
+    [
+        ("pytestmark = pytest.mark.learner", True),
+        ("pytestmark = [pytest.mark.slow, pytest.mark.learner]", True),
+        ("pytestmark = pytest.mark.slow", False),
+        ("# pytestmark = pytest.mark.learner", False),
+        ("LEARNER = 'pytestmark = pytest.mark.learner'", False),
+    ],
+)
 def test_only_modules_marked_learner_ship(tmp_path, declaration, shipped):
     from grader.release import is_learner_test
 
@@ -154,15 +208,27 @@ def test_only_modules_marked_learner_ship(tmp_path, declaration, shipped):
 
 def test_an_existing_outdir_is_refused_and_left_alone(tmp_path):
     (tmp_path / "mine.txt").write_text("keep me")
-    refused = subprocess.run([sys.executable, "-m", "grader.release", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(
+        [sys.executable, "-m", "grader.release", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "already exists" in refused.stderr
-    assert [path.name for path in tmp_path.iterdir()] == ["mine.txt"] and (tmp_path / "mine.txt").read_text() == "keep me"
+    assert [path.name for path in tmp_path.iterdir()] == ["mine.txt"] and (
+        tmp_path / "mine.txt"
+    ).read_text() == "keep me"
 
 
 def test_the_workflow_option_picks_one_learner_workflow(tmp_path):
     from grader.release import learner_files
 
-    files = [".github/workflows/ci.yml", ".github/workflows/classroom.yml", ".github/workflows/grade.yml", "grader/cli.py", "bench/batch_speed.py", "solutions/mlp.py", ".ci/run"]
+    files = [
+        ".github/workflows/ci.yml",
+        ".github/workflows/classroom.yml",
+        ".github/workflows/grade.yml",
+        "grader/cli.py",
+        "bench/batch_speed.py",
+        "solutions/mlp.py",
+        ".ci/run",
+    ]
     assert learner_files(tmp_path, files, "grade") == [".github/workflows/grade.yml", "grader/cli.py"]
     assert learner_files(tmp_path, files, "classroom") == [".github/workflows/classroom.yml", "grader/cli.py"]
 
@@ -177,7 +243,10 @@ def test_the_learner_readme_places_every_readme_section(tmp_path):
         learner_readme(template, readme + "\n## Setup\n\nNew.\n")
     with pytest.raises(ReleaseError, match="includes the section 'Quick start'"):
         learner_readme(template.replace("Quickstart", "Quick start"), readme)
-    assert linked_files("![a](docs/a.png) [b](other.md#part) [c](https://x.org/c.png) [d](#d)\n") == {"docs/a.png", "other.md"}
+    assert linked_files("![a](docs/a.png) [b](other.md#part) [c](https://x.org/c.png) [d](#d)\n") == {
+        "docs/a.png",
+        "other.md",
+    }
 
 
 # --- the learner README names only what the release ships ----------------------------------------
@@ -195,7 +264,7 @@ def inline_names(markdown: str) -> tuple[list[str], list[str], list[str]]:
 
     spans, cells, targets = [], [], []
     tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
-    for previous, token in zip([None, *tokens], tokens):
+    for previous, token in zip([None, *tokens], tokens, strict=False):
         for i, child in enumerate(token.children or []):
             if child.type == "code_inline":
                 spans.append(child.content)
@@ -254,8 +323,9 @@ def make_targets(release: Path) -> set[str]:
 def grade_options(release: Path, venv: Path) -> set[str]:
     """The options of the release's own `grade --help`."""
     code = "import sys; from grader.cli import main; sys.exit(main(['--help']))"
-    helped = subprocess.run([venv / "bin" / "python", "-c", code], cwd=release, capture_output=True, text=True,
-                            timeout=120)
+    helped = subprocess.run(
+        [venv / "bin" / "python", "-c", code], cwd=release, capture_output=True, text=True, timeout=120
+    )
     assert helped.returncode == 0, helped.stderr
     return set(re.findall(r"(?<![\w-])--[a-z][\w-]*", helped.stdout))
 
@@ -294,7 +364,8 @@ def test_the_readme_check_flags_what_a_release_lacks(release, release_venv, tmp_
     subprocess.run(["cp", "-a", str(release), str(copy)], check=True)
     (copy / "README.md").write_text(
         "Run `make bench` or `grade --frobnicate`; see `tests/test_sandbox.py`, [the CI](.github/workflows/ci.yml)\n"
-        "and `.venv/bin/python bench/grade_speed.py`.\n\n| option | meaning |\n|---|---|\n| `--bogus N` | none |\n")
+        "and `.venv/bin/python bench/grade_speed.py`.\n\n| option | meaning |\n|---|---|\n| `--bogus N` | none |\n"
+    )
     assert readme_errors(copy, release_venv) == [
         "names .github/workflows/ci.yml, which the release does not ship",
         "names bench/grade_speed.py, which the release does not ship",
@@ -306,8 +377,9 @@ def test_the_readme_check_flags_what_a_release_lacks(release, release_venv, tmp_
 
 
 def test_the_learner_make_test_installs_only_the_learner_test_extra(release):
-    planned = subprocess.run(["make", "-n", "test", "VENV=.venv-planned"], cwd=release, capture_output=True, text=True,
-                             timeout=60)
+    planned = subprocess.run(
+        ["make", "-n", "test", "VENV=.venv-planned"], cwd=release, capture_output=True, text=True, timeout=60
+    )
     assert planned.returncode == 0, planned.stderr
     assert 'pip install -e ".[learner-test]"' in planned.stdout and "[dev]" not in planned.stdout
     assert "learner-test" in (release / "README.md").read_text()  # and its README says so
@@ -316,10 +388,12 @@ def test_the_learner_make_test_installs_only_the_learner_test_extra(release):
 def test_the_learner_readme_leaves_out_instructor_and_other_workflow_text():
     from grader.release import ReleaseError, learner_readme
 
-    readme = ("# Course\n\n## Feedback\n\nBoth.\n\n<!-- instructors -->\nRun `bench/x.py`.\n<!-- /instructors -->\n\n"
-              "<!-- workflow: grade -->\nBy grade.yml.\n<!-- /workflow -->\n\n"
-              "<!-- workflow: classroom -->\nBy classroom.yml.\n<!-- /workflow -->\n\n"
-              "| a | b |\n|---|---|\n| x | y |\n| `--solutions` | z <!-- instructors --> |\n")
+    readme = (
+        "# Course\n\n## Feedback\n\nBoth.\n\n<!-- instructors -->\nRun `bench/x.py`.\n<!-- /instructors -->\n\n"
+        "<!-- workflow: grade -->\nBy grade.yml.\n<!-- /workflow -->\n\n"
+        "<!-- workflow: classroom -->\nBy classroom.yml.\n<!-- /workflow -->\n\n"
+        "| a | b |\n|---|---|\n| x | y |\n| `--solutions` | z <!-- instructors --> |\n"
+    )
     template = "# For learners\n\n<!-- include: Feedback -->\n"
     expected = "# For learners\n\n## Feedback\n\nBoth.\n\nBy {}.yml.\n\n| a | b |\n|---|---|\n| x | y |\n"
     assert learner_readme(template, readme, "grade") == expected.format("grade")

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import REPO, SOLUTIONS, run_grade, write_variant
 from junitparser import Error, Failure, JUnitXml, Properties, Skipped
 from markdown_it import MarkdownIt
-
-from conftest import REPO, SOLUTIONS, run_grade, write_variant
 
 from grader.render import github, gradescope, junit
 from grader.results import CheckResult, Report
@@ -32,11 +31,39 @@ WORKSPACE = Path("/work/repo")
 def sample_report() -> Report:
     checks = [
         CheckResult("embed", "model", "token embedding", "pass", 1, seconds=0.25),
-        CheckResult("layernorm", "model", "LayerNorm", "fail", 2, "differs from GPT-2 on prompt: max abs diff 3.1e-01", file="normalization.py", line=21),
-        CheckResult("attention", "model", "multi-head attention", "error", 3, HOSTILE, file="attention.py", line=40, seconds=1.5),
-        CheckResult("mlp", "model", "MLP", "todo", 2, "MLP.forward is not implemented yet (mlp.py:30)", file="mlp.py", line=30),
-        CheckResult("block", "model", "transformer block", "timeout", 2, "no answer within 60 s (an infinite loop?)", file="block.py"),
-        CheckResult("transformer", "model", "the whole model", "pass", 3, notes=["parameters: total 163,087,441", "same argmax: yes | really"]),
+        CheckResult(
+            "layernorm",
+            "model",
+            "LayerNorm",
+            "fail",
+            2,
+            "differs from GPT-2 on prompt: max abs diff 3.1e-01",
+            file="normalization.py",
+            line=21,
+        ),
+        CheckResult(
+            "attention", "model", "multi-head attention", "error", 3, HOSTILE, file="attention.py", line=40, seconds=1.5
+        ),
+        CheckResult(
+            "mlp", "model", "MLP", "todo", 2, "MLP.forward is not implemented yet (mlp.py:30)", file="mlp.py", line=30
+        ),
+        CheckResult(
+            "block",
+            "model",
+            "transformer block",
+            "timeout",
+            2,
+            "no answer within 60 s (an infinite loop?)",
+            file="block.py",
+        ),
+        CheckResult(
+            "transformer",
+            "model",
+            "the whole model",
+            "pass",
+            3,
+            notes=["parameters: total 163,087,441", "same argmax: yes | really"],
+        ),
     ]
     return Report("random", str(WORKSPACE / "exercises"), checks, fallback_reason="offline")
 
@@ -48,7 +75,11 @@ def schema(name: str) -> dict:
 def rendered_text(markdown: str) -> str:
     """What a reader sees of inline Markdown: the text of its inline tokens, markup gone."""
     tokens = MarkdownIt("commonmark").parseInline(markdown)[0].children
-    return "".join("\n" if t.type in ("softbreak", "hardbreak") else t.content for t in tokens if t.type in ("text", "softbreak", "hardbreak", "code_inline"))
+    return "".join(
+        "\n" if t.type in ("softbreak", "hardbreak") else t.content
+        for t in tokens
+        if t.type in ("text", "softbreak", "hardbreak", "code_inline")
+    )
 
 
 def unescape(value: str, *, property: bool) -> str:
@@ -66,7 +97,11 @@ def runner_command(line: str) -> tuple[str, dict, str] | None:
     if text.startswith("::") and (end := text.find("::", 2)) >= 0:
         name, _, properties = text[2:end].partition(" ")
         pairs = [item.split("=", 1) for item in properties.strip().split(",") if "=" in item]
-        return name, {key: unescape(value, property=True) for key, value in pairs}, unescape(text[end + 2 :], property=False)
+        return (
+            name,
+            {key: unescape(value, property=True) for key, value in pairs},
+            unescape(text[end + 2 :], property=False),
+        )
     start = line.find("##[")
     if start >= 0 and (end := line.find("]", start)) >= 0:
         name, _, properties = line[start + 3 : end].partition(" ")
@@ -121,12 +156,25 @@ def test_junit_has_a_testcase_per_check_with_its_outcome_and_points():
     cases = {case.name: case for case in suite}
     assert list(cases) == [c.id for c in report.checks] and {case.classname for case in suite} == {"model"}
     outcomes = {name: [type(r) for r in case.result] for name, case in cases.items()}
-    assert outcomes == {"embed": [], "layernorm": [Failure], "attention": [Error], "mlp": [Skipped], "block": [Error], "transformer": []}
+    assert outcomes == {
+        "embed": [],
+        "layernorm": [Failure],
+        "attention": [Error],
+        "mlp": [Skipped],
+        "block": [Error],
+        "transformer": [],
+    }
     assert cases["layernorm"].result[0].message == "differs from GPT-2 on prompt: max abs diff 3.1e-01"
     # The control characters XML cannot carry become U+FFFD; everything else arrives unchanged.
     assert cases["attention"].result[0].message == HOSTILE.replace("\x1b", "\ufffd").replace("\x00", "\ufffd")
     points = {name: {p.name: p.value for p in case.child(Properties)} for name, case in cases.items()}
-    assert points["layernorm"] == {"score": "0", "max_score": "2", "status": "fail", "file": "normalization.py", "line": "21"}
+    assert points["layernorm"] == {
+        "score": "0",
+        "max_score": "2",
+        "status": "fail",
+        "file": "normalization.py",
+        "line": "21",
+    }
     assert points["transformer"] == {"score": "3", "max_score": "3", "status": "pass"}
     assert cases["transformer"].system_out == "parameters: total 163,087,441\nsame argmax: yes | really"
 
@@ -137,8 +185,17 @@ def test_gradescope_results_follow_the_spec_and_keep_learner_text_literal():
     jsonschema.validate(results, schema("gradescope-results.schema.json"))
     assert results["score"] == report.score == 4
     tests = {t["name"].split(":")[0]: t for t in results["tests"]}
-    assert [(t["score"], t["max_score"], t["status"]) for t in tests.values()] == [(1, 1, "passed"), (0, 2, "failed"), (0, 3, "failed"), (0, 2, "failed"), (0, 2, "failed"), (3, 3, "passed")]
-    assert {t["output_format"] for t in tests.values()} == {"md"} and {t["visibility"] for t in tests.values()} == {"visible"}
+    assert [(t["score"], t["max_score"], t["status"]) for t in tests.values()] == [
+        (1, 1, "passed"),
+        (0, 2, "failed"),
+        (0, 3, "failed"),
+        (0, 2, "failed"),
+        (0, 2, "failed"),
+        (3, 3, "passed"),
+    ]
+    assert {t["output_format"] for t in tests.values()} == {"md"} and {t["visibility"] for t in tests.values()} == {
+        "visible"
+    }
     assert "RANDOM model" in results["output"]
     # Rendered, the Markdown shows the learner's text as written: no bold, link, HTML or command.
     paragraphs = [rendered_text(block) for block in tests["attention"]["output"].split("\n\n")]
@@ -147,7 +204,11 @@ def test_gradescope_results_follow_the_spec_and_keep_learner_text_literal():
 
 def test_the_gradescope_schema_rejects_what_gradescope_would_not_read():
     valid = json.loads(gradescope.render(sample_report()))
-    for broken in ({**valid, "tests": [{**valid["tests"][0], "status": "pass"}]}, {**valid, "score": "4"}, {"tests": [{"name": "no score anywhere"}]}):
+    for broken in (
+        {**valid, "tests": [{**valid["tests"][0], "status": "pass"}]},
+        {**valid, "score": "4"},
+        {"tests": [{"name": "no score anywhere"}]},
+    ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, schema("gradescope-results.schema.json"))
 
@@ -157,7 +218,7 @@ def test_step_summary_is_a_table_with_one_row_per_check():
     tokens = MarkdownIt("commonmark").enable("table").parse(github.summary(report))
     heading = next(tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open")
     assert heading == "GPT-2 grader: 4/13 points"
-    body = tokens[[t.type for t in tokens].index("tbody_open"):]
+    body = tokens[[t.type for t in tokens].index("tbody_open") :]
     rows, row = [], []
     for i, token in enumerate(body):
         if token.type == "td_open":
@@ -166,13 +227,19 @@ def test_step_summary_is_a_table_with_one_row_per_check():
             rows.append(row)
             row = []
     assert len(rows) == len(report.checks) and all(len(r) == 4 for r in rows)
-    cells = [["".join(child.content for child in cell if child.type in ("text", "code_inline")) for cell in r] for r in rows]
+    cells = [
+        ["".join(child.content for child in cell if child.type in ("text", "code_inline")) for cell in r] for r in rows
+    ]
     assert [c[0] for c in cells] == [check.id for check in report.checks]
     assert [c[2] for c in cells] == ["1/1", "0/2", "0/3", "0/2", "0/2", "3/3"]
     # The hostile message stays inside its cell, every character shown: its line break is the <br> the summary puts there.
     attention = rows[2][3]
-    assert [child.type for child in attention if child.type not in ("text",)] == ["html_inline"] and next(c.content for c in attention if c.type == "html_inline") == "<br>"
-    assert "".join(child.content for child in attention if child.type == "text") == HOSTILE_AS_MARKDOWN.replace("\n", "")
+    assert [child.type for child in attention if child.type not in ("text",)] == ["html_inline"] and next(
+        c.content for c in attention if c.type == "html_inline"
+    ) == "<br>"
+    assert "".join(child.content for child in attention if child.type == "text") == HOSTILE_AS_MARKDOWN.replace(
+        "\n", ""
+    )
 
 
 def test_annotations_are_one_line_each_and_unescape_to_what_was_said():
@@ -181,8 +248,15 @@ def test_annotations_are_one_line_each_and_unescape_to_what_was_said():
     assert all("\n" not in line and "\r" not in line for line in lines) and all(line.startswith("::") for line in lines)
     commands = [runner_command(line) for line in lines]
     errors = [(props, data) for name, props, data in commands if name == "error"]
-    assert [props["title"] for props, _ in errors] == ["layernorm: fail, 0/2 points", "attention: error, 0/3 points", "block: timeout, 0/2 points"]
-    assert errors[1] == ({"file": "exercises/attention.py", "line": "40", "title": "attention: error, 0/3 points"}, HOSTILE)
+    assert [props["title"] for props, _ in errors] == [
+        "layernorm: fail, 0/2 points",
+        "attention: error, 0/3 points",
+        "block: timeout, 0/2 points",
+    ]
+    assert errors[1] == (
+        {"file": "exercises/attention.py", "line": "40", "title": "attention: error, 0/3 points"},
+        HOSTILE,
+    )
     assert "line" not in errors[2][0] and errors[2][0]["file"] == "exercises/block.py"
     assert commands[-1] == ("notice", {"title": "GPT-2 grader"}, "4/13 points, 2 of 6 checks pass")
 
@@ -192,10 +266,16 @@ def test_nothing_printed_between_stop_and_publish_is_a_command(tmp_path):
     log = io.StringIO()
     token = github.stop_commands(log)
     log.write(FORGED_NOTICE + "\n  " + FORGED_NOTICE + "\nsome text ##[error]forged\n::stop-commands::other\n")
-    environ = {"GITHUB_WORKSPACE": str(WORKSPACE), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), "GITHUB_OUTPUT": str(tmp_path / "output")}
+    environ = {
+        "GITHUB_WORKSPACE": str(WORKSPACE),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+    }
     assert github.publish(report, environ, log, token) == []
     assert [runner_command(line) for line in log.getvalue().splitlines()].count(runner_command(FORGED_NOTICE)) == 2
-    assert effective_commands(log.getvalue()) == [runner_command(line) for line in github.annotations(report, WORKSPACE)]
+    assert effective_commands(log.getvalue()) == [
+        runner_command(line) for line in github.annotations(report, WORKSPACE)
+    ]
     assert (tmp_path / "summary.md").read_text() == github.summary(report) + "\n"
     assert classroom_result((tmp_path / "output").read_text()) == github.classroom_result(report, WORKSPACE)
     # Without the fence, the same log would carry the forged score.
@@ -205,7 +285,11 @@ def test_nothing_printed_between_stop_and_publish_is_a_command(tmp_path):
 def test_publish_names_what_it_could_not_write(tmp_path):
     environ = {"GITHUB_STEP_SUMMARY": str(tmp_path / "missing" / "summary.md")}
     problems = github.publish(sample_report(), environ, io.StringIO(), "token")
-    assert len(problems) == 2 and "could not write $GITHUB_STEP_SUMMARY" in problems[0] and "$GITHUB_OUTPUT is not set" in problems[1]
+    assert (
+        len(problems) == 2
+        and "could not write $GITHUB_STEP_SUMMARY" in problems[0]
+        and "$GITHUB_OUTPUT is not set" in problems[1]
+    )
 
 
 def test_classroom_result_decodes_to_the_reporter_schema_with_the_totals():
@@ -214,8 +298,23 @@ def test_classroom_result_decodes_to_the_reporter_schema_with_the_totals():
     jsonschema.validate(result, schema("classroom-result.schema.json"))
     assert (result["version"], result["status"], result["max_score"]) == (1, "fail", 13)
     assert sum(t["score"] for t in result["tests"]) == report.score == 4
-    assert [(t["name"], t["status"]) for t in result["tests"]] == [("embed", "pass"), ("layernorm", "fail"), ("attention", "error"), ("mlp", "fail"), ("block", "error"), ("transformer", "pass")]
-    assert result["tests"][1] | {"duration": 0} == {"name": "layernorm", "status": "fail", "score": 0, "message": report.checks[1].message, "line_no": 21, "filename": "exercises/normalization.py", "duration": 0}
+    assert [(t["name"], t["status"]) for t in result["tests"]] == [
+        ("embed", "pass"),
+        ("layernorm", "fail"),
+        ("attention", "error"),
+        ("mlp", "fail"),
+        ("block", "error"),
+        ("transformer", "pass"),
+    ]
+    assert result["tests"][1] | {"duration": 0} == {
+        "name": "layernorm",
+        "status": "fail",
+        "score": 0,
+        "message": report.checks[1].message,
+        "line_no": 21,
+        "filename": "exercises/normalization.py",
+        "duration": 0,
+    }
     passing = Report("random", str(WORKSPACE / "exercises"), [report.checks[0]])
     assert github.classroom_result(passing, WORKSPACE)["status"] == "pass"
 
@@ -226,8 +325,20 @@ def test_one_run_writes_every_format_and_a_bad_path_costs_only_its_file(referenc
     out = tmp_path / "out"
     out.mkdir()
     result = run_grade(
-        "--reference", "random", "--exercises", str(package), "embed", "layernorm", "mlp", "--github",
-        "--junit", str(out / "missing" / "junit.xml"), "--gradescope", str(out / "results.json"), "--json", str(out / "report.json"),
+        "--reference",
+        "random",
+        "--exercises",
+        str(package),
+        "embed",
+        "layernorm",
+        "mlp",
+        "--github",
+        "--junit",
+        str(out / "missing" / "junit.xml"),
+        "--gradescope",
+        str(out / "results.json"),
+        "--json",
+        str(out / "report.json"),
         env={"GITHUB_ACTIONS": "false"},
     )
     assert result.returncode == 1, result.stdout + result.stderr

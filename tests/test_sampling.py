@@ -13,7 +13,6 @@ import shutil
 import numpy as np
 import pytest
 import torch
-
 from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
 
 from grader.checks import registry
@@ -28,10 +27,21 @@ NGRAM_BAN = """        if no_repeat_ngram_size is not None:
             logprobs = logprobs.masked_fill(banned, float("-inf"))
 """
 MISTAKES = {  # name: (check, {file: [(old, new)]}, what the message must say)
-    "temperature multiplied": ("sampling.temperature", {"sampling.py": [("return logits / temperature", "return logits * temperature")]}, "multiplied by the temperature"),
+    "temperature multiplied": (
+        "sampling.temperature",
+        {"sampling.py": [("return logits / temperature", "return logits * temperature")]},
+        "multiplied by the temperature",
+    ),
     "penalty ignores repeats": (
         "sampling.frequency_penalty",
-        {"sampling.py": [("counts = torch.bincount(input_ids, minlength=logits.shape[-1])\n        return logits - freq_penalty * counts", "logits = logits.clone()\n        logits[input_ids] -= freq_penalty\n        return logits")]},
+        {
+            "sampling.py": [
+                (
+                    "counts = torch.bincount(input_ids, minlength=logits.shape[-1])\n        return logits - freq_penalty * counts",
+                    "logits = logits.clone()\n        logits[input_ids] -= freq_penalty\n        return logits",
+                )
+            ]
+        },
         "penalised once, however often it occurs",
     ),
     "penalty ignores the vocabulary size": (
@@ -39,53 +49,160 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the message must say)
         {"sampling.py": [("torch.bincount(input_ids, minlength=logits.shape[-1])", "torch.bincount(input_ids)")]},
         "one entry per vocabulary id",
     ),
-    "top-k from all tokens": ("sampling.top_k", {"sampling.py": [("return int(top_ids[Categorical(logits=top_logits).sample()])", "return int(torch.multinomial(logits.softmax(dim=-1), 1))")]}, "outside the k most likely"),
-    "top-p drops the crossing token": ("sampling.top_p", {"sampling.py": [("(cumulative < top_p).sum()) + 1", "(cumulative < top_p).sum())")]}, "past top_p was dropped"),
-    "top-p ignores min_tokens_to_keep": ("sampling.top_p", {"sampling.py": [(TOP_P_KEEP, "n_keep = int((cumulative < top_p).sum()) + 1")]}, "fewer than min_tokens_to_keep"),
-    "logits used as probabilities": ("sampling.basic", {"sampling.py": [("return int(Categorical(logits=logits).sample())", "return int(torch.multinomial(logits, 1))")]}, "used as probabilities"),
+    "top-k from all tokens": (
+        "sampling.top_k",
+        {
+            "sampling.py": [
+                (
+                    "return int(top_ids[Categorical(logits=top_logits).sample()])",
+                    "return int(torch.multinomial(logits.softmax(dim=-1), 1))",
+                )
+            ]
+        },
+        "outside the k most likely",
+    ),
+    "top-p drops the crossing token": (
+        "sampling.top_p",
+        {"sampling.py": [("(cumulative < top_p).sum()) + 1", "(cumulative < top_p).sum())")]},
+        "past top_p was dropped",
+    ),
+    "top-p ignores min_tokens_to_keep": (
+        "sampling.top_p",
+        {"sampling.py": [(TOP_P_KEEP, "n_keep = int((cumulative < top_p).sum()) + 1")]},
+        "fewer than min_tokens_to_keep",
+    ),
+    "logits used as probabilities": (
+        "sampling.basic",
+        {
+            "sampling.py": [
+                ("return int(Categorical(logits=logits).sample())", "return int(torch.multinomial(logits, 1))")
+            ]
+        },
+        "used as probabilities",
+    ),
     "new token not fed back": (
         "sampling.generate",
-        {"sampling.py": [
-            ("        for _ in range(max_tokens_generated):\n            logits = self.model(", "        generated = input_ids\n        for _ in range(max_tokens_generated):\n            logits = self.model("),
-            ("input_ids = torch.cat([input_ids, torch.tensor([next_token])])", "generated = torch.cat([generated, torch.tensor([next_token])])"),
-            ("return self.tokenizer.decode(input_ids)", "return self.tokenizer.decode(generated)"),
-        ]},
+        {
+            "sampling.py": [
+                (
+                    "        for _ in range(max_tokens_generated):\n            logits = self.model(",
+                    "        generated = input_ids\n        for _ in range(max_tokens_generated):\n            logits = self.model(",
+                ),
+                (
+                    "input_ids = torch.cat([input_ids, torch.tensor([next_token])])",
+                    "generated = torch.cat([generated, torch.tensor([next_token])])",
+                ),
+                ("return self.tokenizer.decode(input_ids)", "return self.tokenizer.decode(generated)"),
+            ]
+        },
         "same input at every step",
     ),
-    "no stop at end-of-text": ("sampling.generate", {"sampling.py": [("            if next_token == self.tokenizer.eos_token_id:\n                break\n        return self.tokenizer.decode(input_ids)", "        return self.tokenizer.decode(input_ids)")]}, "went on after end-of-text"),
-    "beams not sorted": ("beam.filter", {"sampling.py": [("topk(min(k, len(self))).indices", "topk(min(k, len(self))).indices.sort().values")]}, "not sorted by log-prob sum"),
-    "finished beams dropped": ("beam.filter", {"sampling.py": [("return self[best[~finished]], self[best[finished]]", "return self[best[~finished]], self[best[:0]]")]}, "finished beams (ending in end-of-text) were dropped"),
+    "no stop at end-of-text": (
+        "sampling.generate",
+        {
+            "sampling.py": [
+                (
+                    "            if next_token == self.tokenizer.eos_token_id:\n                break\n        return self.tokenizer.decode(input_ids)",
+                    "        return self.tokenizer.decode(input_ids)",
+                )
+            ]
+        },
+        "went on after end-of-text",
+    ),
+    "beams not sorted": (
+        "beam.filter",
+        {"sampling.py": [("topk(min(k, len(self))).indices", "topk(min(k, len(self))).indices.sort().values")]},
+        "not sorted by log-prob sum",
+    ),
+    "finished beams dropped": (
+        "beam.filter",
+        {
+            "sampling.py": [
+                ("return self[best[~finished]], self[best[finished]]", "return self[best[~finished]], self[best[:0]]")
+            ]
+        },
+        "finished beams (ending in end-of-text) were dropped",
+    ),
     "n-gram ban not applied": ("beam.generate", {"sampling.py": [(NGRAM_BAN, "")]}, "repeats an n-gram"),
-    "KV cache positions off by one": ("kv_cache", {"kv_cache.py": [("kv_cache[0][0].shape[1]", "kv_cache[0][0].shape[1] - 1")]}, "first differ at position 4"),
+    "KV cache positions off by one": (
+        "kv_cache",
+        {"kv_cache.py": [("kv_cache[0][0].shape[1]", "kv_cache[0][0].shape[1] - 1")]},
+        "first differ at position 4",
+    ),
 }
 
 ALTERNATIVES = {  # name: (checks that must pass, {file: [(old, new)]})
-    "greedy returns a tensor": (["sampling.greedy", "sampling.generate"], {"sampling.py": [("return int(logits.argmax())", "return logits.argmax()")]}),
-    "multinomial of the softmax": (["sampling.basic"], {"sampling.py": [("return int(Categorical(logits=logits).sample())", "return torch.multinomial(logits.softmax(dim=-1), 1).item()")]}),
+    "greedy returns a tensor": (
+        ["sampling.greedy", "sampling.generate"],
+        {"sampling.py": [("return int(logits.argmax())", "return logits.argmax()")]},
+    ),
+    "multinomial of the softmax": (
+        ["sampling.basic"],
+        {
+            "sampling.py": [
+                (
+                    "return int(Categorical(logits=logits).sample())",
+                    "return torch.multinomial(logits.softmax(dim=-1), 1).item()",
+                )
+            ]
+        },
+    ),
     "top-k by masking": (
         ["sampling.top_k"],
-        {"sampling.py": [("top_logits, top_ids = logits.topk(k)\n        return int(top_ids[Categorical(logits=top_logits).sample()])", "masked = logits.masked_fill(logits < logits.topk(k).values[-1], float('-inf'))\n        return int(Categorical(logits=masked).sample())")]},
+        {
+            "sampling.py": [
+                (
+                    "top_logits, top_ids = logits.topk(k)\n        return int(top_ids[Categorical(logits=top_logits).sample()])",
+                    "masked = logits.masked_fill(logits < logits.topk(k).values[-1], float('-inf'))\n        return int(Categorical(logits=masked).sample())",
+                )
+            ]
+        },
     ),
     "top-p by masking the sorted tail": (
         ["sampling.top_p"],
-        {"sampling.py": [(
-            f"{TOP_P_KEEP}\n        kept_ids = sorted_ids[:n_keep]\n        return int(kept_ids[Categorical(logits=logits[kept_ids]).sample()])",
-            "before = cumulative - sorted_logits.softmax(dim=-1)\n        drop = before >= top_p\n        drop[:min_tokens_to_keep] = False\n"
-            "        masked = logits.clone()\n        masked[sorted_ids[drop]] = float('-inf')\n        return int(torch.multinomial(masked.softmax(dim=-1), 1))",
-        )]},
+        {
+            "sampling.py": [
+                (
+                    f"{TOP_P_KEEP}\n        kept_ids = sorted_ids[:n_keep]\n        return int(kept_ids[Categorical(logits=logits[kept_ids]).sample()])",
+                    "before = cumulative - sorted_logits.softmax(dim=-1)\n        drop = before >= top_p\n        drop[:min_tokens_to_keep] = False\n"
+                    "        masked = logits.clone()\n        masked[sorted_ids[drop]] = float('-inf')\n        return int(torch.multinomial(masked.softmax(dim=-1), 1))",
+                )
+            ]
+        },
     ),
     "penalty counted in a loop": (
         ["sampling.frequency_penalty"],
-        {"sampling.py": [("counts = torch.bincount(input_ids, minlength=logits.shape[-1])\n        return logits - freq_penalty * counts", "logits = logits.clone()\n        for token in input_ids.tolist():\n            logits[token] -= freq_penalty\n        return logits")]},
+        {
+            "sampling.py": [
+                (
+                    "counts = torch.bincount(input_ids, minlength=logits.shape[-1])\n        return logits - freq_penalty * counts",
+                    "logits = logits.clone()\n        for token in input_ids.tolist():\n            logits[token] -= freq_penalty\n        return logits",
+                )
+            ]
+        },
     ),
     "end-of-text left out of the text": (
         ["sampling.generate"],
-        {"sampling.py": [(
-            "            input_ids = torch.cat([input_ids, torch.tensor([next_token])])\n            if next_token == self.tokenizer.eos_token_id:\n                break",
-            "            if next_token == self.tokenizer.eos_token_id:\n                break\n            input_ids = torch.cat([input_ids, torch.tensor([next_token])])",
-        )]},
+        {
+            "sampling.py": [
+                (
+                    "            input_ids = torch.cat([input_ids, torch.tensor([next_token])])\n            if next_token == self.tokenizer.eos_token_id:\n                break",
+                    "            if next_token == self.tokenizer.eos_token_id:\n                break\n            input_ids = torch.cat([input_ids, torch.tensor([next_token])])",
+                )
+            ]
+        },
     ),
-    "filter by argsort": (["beam.filter", "beam.search"], {"sampling.py": [("best = self.logprob_sums.topk(min(k, len(self))).indices", "best = self.logprob_sums.argsort(descending=True)[:k]")]}),
+    "filter by argsort": (
+        ["beam.filter", "beam.search"],
+        {
+            "sampling.py": [
+                (
+                    "best = self.logprob_sums.topk(min(k, len(self))).indices",
+                    "best = self.logprob_sums.argsort(descending=True)[:k]",
+                )
+            ]
+        },
+    ),
 }
 
 
@@ -102,7 +219,10 @@ def test_solutions_pass_every_sampling_check(grade):
 def test_stubs_are_todo(grade):
     report = grade(EXERCISES, *SAMPLING_CHECKS)
     assert {c.id: c.status for c in report.checks} == {c.id: "todo" for c in report.checks}
-    assert "TransformerSampler.sample_top_p is not implemented yet (sampling.py:" in by_id(report)["sampling.top_p"].message
+    assert (
+        "TransformerSampler.sample_top_p is not implemented yet (sampling.py:"
+        in by_id(report)["sampling.top_p"].message
+    )
 
 
 def test_kv_cache_is_todo_when_the_bonus_file_is_absent(grade, tmp_path):
@@ -113,9 +233,16 @@ def test_kv_cache_is_todo_when_the_bonus_file_is_absent(grade, tmp_path):
 
 
 def test_a_broken_model_does_not_fail_the_sampling_checks(grade, tmp_path):
-    broken = write_variant(tmp_path, {"transformer.py": [("return self.unembed(self.ln_final(residual))", "raise RuntimeError('a broken model')")]})
+    broken = write_variant(
+        tmp_path,
+        {"transformer.py": [("return self.unembed(self.ln_final(residual))", "raise RuntimeError('a broken model')")]},
+    )
     report = grade(broken, "sampling.generate", "beam.search", "transformer")
-    assert {c.id: c.status for c in report.checks} == {"transformer": "error", "sampling.generate": "pass", "beam.search": "pass"}
+    assert {c.id: c.status for c in report.checks} == {
+        "transformer": "error",
+        "sampling.generate": "pass",
+        "beam.search": "pass",
+    }
 
 
 @pytest.mark.parametrize("mistake", MISTAKES)
@@ -254,7 +381,13 @@ def test_distribution_checks_never_fail_the_solution(reference):
     for check_id in DISTRIBUTION_CHECKS:
         check, expected = declared[check_id], reference.expected(check_id)
         with safe_open(str(reference.inputs_path(check_id)), "pt") as inputs:
-            ctx = CaseContext(package, {"file": "sampling", "name": "TransformerSampler", "method": check.target.method}, None, inputs, {})
+            ctx = CaseContext(
+                package,
+                {"file": "sampling", "name": "TransformerSampler", "method": check.target.method},
+                None,
+                inputs,
+                {},
+            )
             for case in reference.cases(check_id):
                 ctx.start(case)
                 for seed in range(200):

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-
 from conftest import EXERCISES, REPO, SOLUTIONS, by_id, run_grade, write_variant
 from test_hostile import attention_body_prefix
 from test_workflows import github_outputs
@@ -55,7 +54,7 @@ FORGED_INIT = {
     "a forged answer on every descriptor": (
         "import os\n"
         "for fd in range(3, 256):\n"
-        "    try: os.write(fd, b'{\"ending\": \"answered\"}\\n')\n"
+        '    try: os.write(fd, b\'{"ending": "answered"}\\n\')\n'
         "    except OSError: pass\n"
     ),
     "every case claimed, garbage outputs": (
@@ -66,7 +65,7 @@ FORGED_INIT = {
         "open(os.path.join(d, 'reply.json'), 'w').write(json.dumps({'status': 'ran', 'outputs': names}))\n"
         "os._exit(0)\n"
     ),
-    "the reply's encoder patched": "import json\njson.dumps = lambda *args, **kwargs: '{\"status\": \"ran\", \"outputs\": []}'\n",
+    "the reply's encoder patched": 'import json\njson.dumps = lambda *args, **kwargs: \'{"status": "ran", "outputs": []}\'\n',
     "a reply that is not JSON": (
         "import os, atexit\n"
         "open(os.path.join(os.environ['TMPDIR'], 'reply.json'), 'wb').write(b'\\xff\\xfe not json')\n"
@@ -100,7 +99,9 @@ def test_a_reply_is_validated_before_it_is_believed():
     for raw, reason in bad.items():
         parsed = wire.parse_reply(raw, cases)
         assert isinstance(parsed, wire.BadReply) and reason in parsed.reason, (raw, parsed)
-    honest = wire.parse_reply(b'{"status": "error", "error": "ValueError: \\u001b[2J bad \\udc80", "outputs": ["a"]}', cases)
+    honest = wire.parse_reply(
+        b'{"status": "error", "error": "ValueError: \\u001b[2J bad \\udc80", "outputs": ["a"]}', cases
+    )
     assert isinstance(honest, wire.Reply) and honest.error == "ValueError: \ufffd[2J bad \ufffd"
 
 
@@ -150,9 +151,20 @@ def routes(reference):
 
 
 ROUTE_IDS = [
-    "open", "safetensors (Rust)", "ctypes", "a subprocess", "a symlink", "a hard link", "the solutions", "the grader's checks",
-    "the grader's reference", "transformer_lens, past the import blocker", "the grader's /proc", "the grader's memory",
-    "a signal to the grader", "the Hugging Face cache",
+    "open",
+    "safetensors (Rust)",
+    "ctypes",
+    "a subprocess",
+    "a symlink",
+    "a hard link",
+    "the solutions",
+    "the grader's checks",
+    "the grader's reference",
+    "transformer_lens, past the import blocker",
+    "the grader's /proc",
+    "the grader's memory",
+    "a signal to the grader",
+    "the Hugging Face cache",
 ]
 
 
@@ -176,7 +188,9 @@ def test_no_network(grade, tmp_path):
         port = server.getsockname()[1]
         statement = f"__import__('socket').create_connection(('127.0.0.1', {port}), timeout=5)"
         confined = by_id(grade(attention_variant(tmp_path / "on", statement), "attention"))["attention"]
-        unconfined = by_id(grade(attention_variant(tmp_path / "off", statement), "attention", sandbox=False))["attention"]
+        unconfined = by_id(grade(attention_variant(tmp_path / "off", statement), "attention", sandbox=False))[
+            "attention"
+        ]
     assert confined.score == 0 and "Permission" in confined.message, confined.message
     assert unconfined.status == "pass", unconfined.message
 
@@ -194,7 +208,9 @@ def test_the_cache_cannot_be_poisoned(reference, grade, tmp_path):
 
     result = by_id(grade(attention_variant(tmp_path, poison(expected_file(reference))), "attention"))["attention"]
     assert result.score == 0, result.message
-    assert reference.meta["digests"]["expected.safetensors"] == file_digest(reference.directory / "expected.safetensors")
+    assert reference.meta["digests"]["expected.safetensors"] == file_digest(
+        reference.directory / "expected.safetensors"
+    )
 
 
 def test_a_poisoned_cache_is_never_judged_from(reference, tmp_path):
@@ -208,14 +224,19 @@ def test_a_poisoned_cache_is_never_judged_from(reference, tmp_path):
     copied = read_entry(copy, reference.kind)
     package = attention_variant(tmp_path, poison(str(copy / "expected.safetensors")))
     checks = [c for c in registry() if c.id == "attention"]
-    with LearnerProcesses(copied, Limits(sandbox=False)) as processes, pytest.raises(ReferenceTampered, match="expected.safetensors"):
+    with (
+        LearnerProcesses(copied, Limits(sandbox=False)) as processes,
+        pytest.raises(ReferenceTampered, match="expected.safetensors"),
+    ):
         grade_package(package, checks, copied, processes=processes)
 
 
 def test_the_grader_cannot_be_edited(grade, tmp_path):
     target = REPO / "grader" / "render" / "json.py"
     before = target.read_bytes()
-    result = by_id(grade(attention_variant(tmp_path, f"open({str(target)!r}, 'a').write('# pwned')"), "attention"))["attention"]
+    result = by_id(grade(attention_variant(tmp_path, f"open({str(target)!r}, 'a').write('# pwned')"), "attention"))[
+        "attention"
+    ]
     assert result.score == 0 and target.read_bytes() == before
 
 
@@ -259,7 +280,9 @@ def test_reports_are_written_after_every_learner_process_is_gone(reference, tmp_
         "            os._exit(0)"
     )
     package = attention_variant(tmp_path, late_write)
-    result = run_grade("--reference", "random", "--exercises", str(package), "attention", "--no-sandbox", "--json", str(report))
+    result = run_grade(
+        "--reference", "random", "--exercises", str(package), "attention", "--no-sandbox", "--json", str(report)
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     time.sleep(4)
     assert json.loads(report.read_text())["checks"][0]["status"] == "pass"
@@ -322,7 +345,7 @@ def test_gradebook_cells_are_never_formulas(tmp_path):
 
     from grader.batch import Submission, write_gradebook
 
-    names = ["=HYPERLINK(\"http://x\")", "+1", "-1", "@SUM(A1)", "plain"]
+    names = ['=HYPERLINK("http://x")', "+1", "-1", "@SUM(A1)", "plain"]
     write_gradebook(tmp_path / "g.csv", [Submission(name, error="=1+1") for name in names], registry()[:1])
     rows = list(csv.reader((tmp_path / "g.csv").open()))[1:]
     assert [row[0] for row in rows] == ["'" + n for n in names[:4]] + ["plain"]
@@ -355,15 +378,29 @@ def test_notebook_verdicts_come_from_a_process_of_their_own(reference, monkeypat
 
 
 def test_require_sandbox_refuses_without_one(tmp_path):
-    refused = run_grade("--reference", "random", "--solutions", "embed", "--require-sandbox", env={"GPT2_GRADER_SANDBOX": "off"})
+    refused = run_grade(
+        "--reference", "random", "--solutions", "embed", "--require-sandbox", env={"GPT2_GRADER_SANDBOX": "off"}
+    )
     assert refused.returncode == 2 and "--require-sandbox" in refused.stderr and "sandbox: off" in refused.stderr
-    graded = run_grade("--reference", "random", "--solutions", "embed", "--require-sandbox", "--json", str(tmp_path / "r.json"))
-    assert graded.returncode == 0 and json.loads((tmp_path / "r.json").read_text())["sandbox"].startswith("sandbox: on (")
+    graded = run_grade(
+        "--reference", "random", "--solutions", "embed", "--require-sandbox", "--json", str(tmp_path / "r.json")
+    )
+    assert graded.returncode == 0 and json.loads((tmp_path / "r.json").read_text())["sandbox"].startswith(
+        "sandbox: on ("
+    )
     assert "sandbox: on" in graded.stdout
 
 
 def test_reports_say_when_the_sandbox_is_off(tmp_path):
-    result = run_grade("--reference", "random", "--solutions", "embed", "--json", str(tmp_path / "r.json"), env={"GPT2_GRADER_SANDBOX": "off"})
+    result = run_grade(
+        "--reference",
+        "random",
+        "--solutions",
+        "embed",
+        "--json",
+        str(tmp_path / "r.json"),
+        env={"GPT2_GRADER_SANDBOX": "off"},
+    )
     assert result.returncode == 0 and "sandbox: off (GPT2_GRADER_SANDBOX=off)" in result.stdout
     assert json.loads((tmp_path / "r.json").read_text())["sandbox"] == "sandbox: off (GPT2_GRADER_SANDBOX=off)"
 
@@ -375,4 +412,6 @@ def test_expected_outputs_never_reach_the_learner(reference):
     expected = load_file(expected_file(reference))
     inputs = load_file(str(reference.inputs_path("attention")))
     answers = [value for key, value in expected.items() if key.startswith("attention/")]
-    assert not any(value.shape == answer.shape and np.array_equal(value, answer) for value in inputs.values() for answer in answers)
+    assert not any(
+        value.shape == answer.shape and np.array_equal(value, answer) for value in inputs.values() for answer in answers
+    )

@@ -24,7 +24,9 @@ def test_case_does_not_matter_and_a_part_stays_a_part():
     assert ids("exercises/kv_cache.py", "LAYERNORM") == ["layernorm", "kv_cache"]  # course order
 
 
-@pytest.mark.parametrize(("typo", "nearest"), [("atention", "'attention'"), ("exercises/normalisation.py", "'normalization.py'")])
+@pytest.mark.parametrize(
+    ("typo", "nearest"), [("atention", "'attention'"), ("exercises/normalisation.py", "'normalization.py'")]
+)
 def test_an_unknown_name_gets_did_you_mean(typo, nearest):
     with pytest.raises(UnknownCheck) as raised:
         select([typo])

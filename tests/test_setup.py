@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = pytest.mark.fast
@@ -88,11 +87,15 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
     code = TransformerManager().transform_cell(notebooks.SETUP)
     for missing in (True, False):
         magics = []
-        shell = type("Shell", (), {"run_line_magic": lambda self, name, line: magics.append((name, line))})()
-        spec = type("Util", (), {"find_spec": staticmethod(lambda name: None if missing else object())})
+        shell = type(
+            "Shell", (), {"run_line_magic": lambda self, name, line, magics=magics: magics.append((name, line))}
+        )()
+        spec = type(
+            "Util", (), {"find_spec": staticmethod(lambda name, missing=missing: None if missing else object())}
+        )
         exec(
             code.replace("import importlib.util\n", ""),
-            {"get_ipython": lambda: shell, "importlib": type("M", (), {"util": spec})},
+            {"get_ipython": lambda shell=shell: shell, "importlib": type("M", (), {"util": spec})},
         )
         installs = [line for name, line in magics if name == "pip"]
         assert installs == (

@@ -37,7 +37,7 @@ def test_no_solution_line_survives():
 
 
 def test_each_solution_region_becomes_a_todo_stub():
-    source = "def f(x):\n    \"\"\"Doc.\"\"\"\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n"
+    source = 'def f(x):\n    """Doc."""\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n'
     stub = "\n".join("    " + line for line in STUB.splitlines())
-    assert strip_solutions(source) == f"def f(x):\n    \"\"\"Doc.\"\"\"\n{stub}\n"
+    assert strip_solutions(source) == f'def f(x):\n    """Doc."""\n{stub}\n'
     assert strip_solutions("x = 1\n") == "x = 1\n"

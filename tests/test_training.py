@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
 
 from grader.checks.training import OUTCOME_TIMEOUT
@@ -66,7 +65,11 @@ MISTAKES = {
         [("    optimizer.zero_grad()\n", "")],
         "gradients of every step accumulate",
     ),
-    "model.eval() missing": ("training.evaluate", [("    model.eval()  # no dropout\n", "")], "model.eval() is missing"),
+    "model.eval() missing": (
+        "training.evaluate",
+        [("    model.eval()  # no dropout\n", "")],
+        "model.eval() is missing",
+    ),
     "inference_mode missing": (
         "training.evaluate",
         [("with torch.inference_mode():", "with torch.enable_grad():")],
@@ -150,10 +153,12 @@ def test_schedule_warms_up_to_max_lr_and_ends_at_min_lr(reference):
     for case in reference.cases("training.lr_at"):
         args, expected, _ = case_arrays(reference, "training.lr_at", case.name)
         steps, (warmup, total, max_lr, min_lr) = list(args["arg0"]), args["arg1"]
-        rate = dict(zip(steps, expected))
+        rate = dict(zip(steps, expected, strict=False))
         assert rate[0] > 0 and rate[warmup - 1] == pytest.approx(max_lr) and rate[warmup] == pytest.approx(max_lr)
         assert rate[total] == pytest.approx(min_lr) and rate[2 * total] == pytest.approx(min_lr)
-        assert all(a >= b for a, b in zip(expected[steps.index(warmup) :], expected[steps.index(warmup) + 1 :]))
+        assert all(
+            a >= b for a, b in zip(expected[steps.index(warmup) :], expected[steps.index(warmup) + 1 :], strict=False)
+        )
 
 
 def test_expected_step_is_torchs_sgd_with_clipping(reference):

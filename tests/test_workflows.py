@@ -14,10 +14,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from conftest import REPO, write_variant
 from junitparser import JUnitXml
 from markdown_it import MarkdownIt
-
-from conftest import REPO, write_variant
 from test_render_formats import FORGED_NOTICE, effective_commands, runner_command
 
 from grader import sandbox
@@ -44,7 +43,6 @@ HOSTILE_FORWARD = f"""        ### BEGIN SOLUTION
 """
 
 
-
 def github_outputs(text: str) -> list[tuple[str, str]]:
     """(name, value) pairs of a $GITHUB_OUTPUT file, read as the runner reads it: `name=value`
     lines and `name<<DELIMITER` blocks."""
@@ -63,6 +61,7 @@ def github_outputs(text: str) -> list[tuple[str, str]]:
         elif "=" in line:
             pairs.append(tuple(line.split("=", 1)))
     return pairs
+
 
 def load(name: str) -> dict:
     return yaml.safe_load((WORKFLOWS / name).read_text())
@@ -86,8 +85,18 @@ def grade_step(workflow: dict) -> dict:
 
 def lint(directory: Path) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     files = sorted(str(path) for path in (directory / ".github" / "workflows").glob("*.yml"))
-    actionlint = subprocess.run([str(BIN / "actionlint"), "-no-color", "-shellcheck", str(BIN / "shellcheck"), *files], capture_output=True, text=True, cwd=directory)
-    zizmor = subprocess.run([str(BIN / "zizmor"), "--offline", "--no-progress", "--format", "plain", *files], capture_output=True, text=True, cwd=directory)
+    actionlint = subprocess.run(
+        [str(BIN / "actionlint"), "-no-color", "-shellcheck", str(BIN / "shellcheck"), *files],
+        capture_output=True,
+        text=True,
+        cwd=directory,
+    )
+    zizmor = subprocess.run(
+        [str(BIN / "zizmor"), "--offline", "--no-progress", "--format", "plain", *files],
+        capture_output=True,
+        text=True,
+        cwd=directory,
+    )
     return actionlint, zizmor
 
 
@@ -104,7 +113,7 @@ def test_the_linters_do_report_a_bad_workflow(tmp_path):
     bad.write_text(
         "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n"
         "      - uses: actions/checkout@v4\n"
-        "      - run: echo \"${{ github.event.head_commit.message }}\" $UNQUOTED ${{ steps.missing.outputs.x }}\n"
+        '      - run: echo "${{ github.event.head_commit.message }}" $UNQUOTED ${{ steps.missing.outputs.x }}\n'
     )
     actionlint, zizmor = lint(tmp_path)
     assert actionlint.returncode == 1 and "SC2086" in actionlint.stdout and "steps.missing" in actionlint.stdout
@@ -124,7 +133,10 @@ def test_grade_workflow_installs_cpu_torch_caches_gpt2_and_keeps_the_reports():
     assert step_using(workflow, "actions/setup-python")["with"]["cache"] == "pip"
     assert "~/.cache/huggingface" in step_using(workflow, "actions/cache")["with"]["path"].split()
     installs = [line for step in steps(workflow) for line in step.get("run", "").splitlines() if "pip install" in line]
-    assert installs == ["python -m pip install torch --index-url https://download.pytorch.org/whl/cpu", "python -m pip install -e ."]
+    assert installs == [
+        "python -m pip install torch --index-url https://download.pytorch.org/whl/cpu",
+        "python -m pip install -e .",
+    ]
     grade = grade_step(workflow)
     assert "--junit" in grade["run"] and "--json" in grade["run"] and "continue-on-error" not in grade
     upload = step_using(workflow, "actions/upload-artifact")
@@ -166,7 +178,9 @@ def test_ci_platform_commands_run_here():
     dry = subprocess.run([sys.executable, *setup.split()[1:], "--dry-run"], capture_output=True, text=True, cwd=REPO)
     assert dry.returncode == 0 and "--index-url https://download.pytorch.org/whl/cpu" in dry.stdout, dry.stderr
     arguments = [part.strip('"') for part in re.findall(r'"[^"]*"|\S+', pytest_command)][3:]
-    collected = subprocess.run([sys.executable, "-m", "pytest", *arguments, "--collect-only", "-q"], capture_output=True, text=True, cwd=REPO)
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", *arguments, "--collect-only", "-q"], capture_output=True, text=True, cwd=REPO
+    )
     assert collected.returncode == 0, collected.stdout + collected.stderr
     ids = [line for line in collected.stdout.splitlines() if "::" in line]
     assert len(ids) > 20 and not any("test_verdicts_equal" in i or "segfault" in i for i in ids), ids
@@ -183,32 +197,67 @@ for _name in ("grade.yml", "classroom.yml"):
 def test_grade_step_under_actions_reports_and_forges_nothing(script, reference, tmp_path):
     workspace = tmp_path / "repo"
     workspace.mkdir()
-    package = write_variant(tmp_path, {"embedding.py": [("        ### BEGIN SOLUTION\n        return self.W_E[tokens]\n", HOSTILE_FORWARD)]})
+    package = write_variant(
+        tmp_path, {"embedding.py": [("        ### BEGIN SOLUTION\n        return self.W_E[tokens]\n", HOSTILE_FORWARD)]}
+    )
     package.rename(workspace / "exercises")
-    raise_line = (workspace / "exercises" / "embedding.py").read_text().splitlines().index(f"        raise ValueError({FORGED_NOTICE!r})") + 1
+    raise_line = (workspace / "exercises" / "embedding.py").read_text().splitlines().index(
+        f"        raise ValueError({FORGED_NOTICE!r})"
+    ) + 1
     summary, output = tmp_path / "summary.md", tmp_path / "output"
-    environ = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(workspace), "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output)}
+    environ = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_OUTPUT": str(output),
+    }
     # As GitHub runs a `run:` step: bash, with the step's stdout and stderr in one log.
-    step = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=workspace, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    step = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        cwd=workspace,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
     log = step.stdout
     assert step.returncode == 1, log
 
     forged = runner_command(FORGED_NOTICE)
     reached = forged in [runner_command(line) for line in log.splitlines()]
     # Confined, the learner's code cannot reach the grader's stdout at all; unconfined it can, and is fenced.
-    assert reached != sandbox.status().on, "the learner's line reached the log" if reached else "it never reached the log"
+    assert reached != sandbox.status().on, (
+        "the learner's line reached the log" if reached else "it never reached the log"
+    )
     points = {check.id: check.points for check in registry()}
     # Every check that runs the learner's Embed (embed itself, the whole model, ...) errors at the raise.
     report = json.loads((workspace / "grade-results" / "report.json").read_text())
     broken = [c["id"] for c in report["checks"] if c["status"] != "pass"]
-    assert {"embed", "transformer"} <= set(broken) and {c["status"] for c in report["checks"] if c["id"] in broken} == {"error"}
+    assert {"embed", "transformer"} <= set(broken) and {c["status"] for c in report["checks"] if c["id"] in broken} == {
+        "error"
+    }
     total, lost = sum(points.values()), sum(points[i] for i in broken)
     acted = effective_commands(log)
     assert [(name, properties) for name, properties, _ in acted] == [
-        *[("error", {"file": "exercises/embedding.py", "line": str(raise_line), "title": f"{i}: error, 0/{points[i]} points"}) for i in broken],
+        *[
+            (
+                "error",
+                {
+                    "file": "exercises/embedding.py",
+                    "line": str(raise_line),
+                    "title": f"{i}: error, 0/{points[i]} points",
+                },
+            )
+            for i in broken
+        ],
         ("notice", {"title": "GPT-2 grader"}),
     ]
-    assert all(FORGED_NOTICE in data for _, _, data in acted[:-1])  # the learner's text, inside the grader's own annotations
+    assert all(
+        FORGED_NOTICE in data for _, _, data in acted[:-1]
+    )  # the learner's text, inside the grader's own annotations
     assert acted[-1][2] == f"{total - lost}/{total} points, {len(points) - len(broken)} of {len(points)} checks pass"
 
     tokens = MarkdownIt("commonmark").enable("table").parse(summary.read_text())
@@ -219,7 +268,11 @@ def test_grade_step_under_actions_reports_and_forges_nothing(script, reference, 
     assert len(results) == 1
     result = json.loads(base64.b64decode(results[0], validate=True))
     jsonschema.validate(result, json.loads((REPO / "grader" / "schemas" / "classroom-result.schema.json").read_text()))
-    assert (result["status"], result["max_score"], sum(t["score"] for t in result["tests"])) == ("error", total, total - lost)
+    assert (result["status"], result["max_score"], sum(t["score"] for t in result["tests"])) == (
+        "error",
+        total,
+        total - lost,
+    )
     assert [t["name"] for t in result["tests"] if t["status"] != "pass"] == broken
 
     suites = list(JUnitXml.fromfile(str(workspace / "grade-results" / "junit.xml")))

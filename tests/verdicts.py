@@ -13,7 +13,6 @@ from pathlib import Path
 from conftest import EXERCISES, SOLUTIONS, write_variant
 from test_mistakes import MISTAKES
 
-
 _ROOT: list[Path] = []  # the directory the variants are written to, made by the first caller
 _PACKAGES: dict[str, tuple[Path, tuple[str, ...]]] = {}
 _GRADED: dict[tuple, dict] = {}

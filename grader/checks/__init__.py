@@ -87,7 +87,12 @@ class Check:
     min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
 
 
-PARTS = ("model", "sampling", "interp", "training")  # modules of this package, each with a CHECKS tuple, in course order
+PARTS = (
+    "model",
+    "sampling",
+    "interp",
+    "training",
+)  # modules of this package, each with a CHECKS tuple, in course order
 
 
 def registry() -> tuple[Check, ...]:

@@ -44,7 +44,9 @@ def parameter_counts_cases(ref: Reference) -> list[Case]:
     no_b_U = right | {"unembed": right["unembed"] - d_vocab, "total": right["total"] - d_vocab}
     mistakes = {
         "b_U is not counted: count every parameter, trainable or not": as_counts(no_b_U),
-        "the tied count keeps b_U: GPT-2 has no unembedding bias, so the quoted count leaves out the whole unembedding": as_counts(right | {"tied": right["tied"] + d_vocab}),
+        "the tied count keeps b_U: GPT-2 has no unembedding bias, so the quoted count leaves out the whole unembedding": as_counts(
+            right | {"tied": right["tied"] + d_vocab}
+        ),
     }
     return [Case("gpt2", [], as_counts(right), weights="", mistakes=mistakes)]
 
@@ -54,7 +56,9 @@ def logit_lens_cases(ref: Reference) -> list[Case]:
 
     tokens = ref.tokens["prompt"]
     acts = ref.activations("prompt")
-    streams = [acts[f"blocks.{layer}.hook_resid_pre"] for layer in range(ref.n_layers)] + [acts[f"blocks.{ref.n_layers - 1}.hook_resid_post"]]
+    streams = [acts[f"blocks.{layer}.hook_resid_pre"] for layer in range(ref.n_layers)] + [
+        acts[f"blocks.{ref.n_layers - 1}.hook_resid_post"]
+    ]
     no_ln = torch.stack([ref.call("unembed", stream) for stream in streams])
     mistakes = {"ln_final is not applied: unembed ln_final(stream), as the model's own readout does": no_ln}
     return [Case("prompt", [tokens], ref.logit_lens(tokens), weights="", mistakes=mistakes)]
@@ -71,9 +75,24 @@ def circuit_cases(kind: str):
             layer %= ref.n_layers
             right = ref.head_circuits(layer, head)[kind]
             every_head = sum(ref.head_circuits(layer, h)[kind] for h in range(ref.n_heads))
-            order = "W_K W_Q^T: rows index the query side, so W_Q W_K^T" if kind == "qk" else "W_O^T W_V^T: rows index what is read, so W_V W_O"
-            mistakes = {f"the factors are in the wrong order, this is the transpose {order}": right.T, "every head is summed: take W[head] of one head": every_head}
-            result.append(Case(f"blocks.{layer}.head{head}", [torch.tensor(head)], right, weights=f"blocks.{layer}.attn.", mistakes=mistakes))
+            order = (
+                "W_K W_Q^T: rows index the query side, so W_Q W_K^T"
+                if kind == "qk"
+                else "W_O^T W_V^T: rows index what is read, so W_V W_O"
+            )
+            mistakes = {
+                f"the factors are in the wrong order, this is the transpose {order}": right.T,
+                "every head is summed: take W[head] of one head": every_head,
+            }
+            result.append(
+                Case(
+                    f"blocks.{layer}.head{head}",
+                    [torch.tensor(head)],
+                    right,
+                    weights=f"blocks.{layer}.attn.",
+                    mistakes=mistakes,
+                )
+            )
         return result
 
     return cases
@@ -92,7 +111,10 @@ def fold_layernorm_cases(ref: Reference) -> list[Case]:
     last = ref.n_layers - 1
     sites = [(f"blocks.{layer}.ln2", ref.parameters_of(f"blocks.{layer}.mlp"), "W_in", "b_in") for layer in (0, last)]
     attn = ref.parameters_of("blocks.0.attn")
-    flat = {"W_V": einops.rearrange(attn["W_V"], "n_heads d_model d_head -> d_model (n_heads d_head)"), "b_V": attn["b_V"].flatten()}
+    flat = {
+        "W_V": einops.rearrange(attn["W_V"], "n_heads d_model d_head -> d_model (n_heads d_head)"),
+        "b_V": attn["b_V"].flatten(),
+    }
     sites.append(("blocks.0.ln1", flat, "W_V", "b_V"))
     cases = []
     for path, weights, w_name, b_name in sites:
@@ -105,7 +127,15 @@ def fold_layernorm_cases(ref: Reference) -> list[Case]:
             "b_folded forgets the linear map's own b: it is ln.b W + b": folded(gamma[:, None] * W, beta @ W),
             "w is not folded in: W_folded = diag(w) W": folded(W, beta @ W + b),
         }
-        cases.append(Case(f"{path}.{w_name}", [W, b], folded(gamma[:, None] * W, beta @ W + b), weights=f"{path}.", mistakes=mistakes))
+        cases.append(
+            Case(
+                f"{path}.{w_name}",
+                [W, b],
+                folded(gamma[:, None] * W, beta @ W + b),
+                weights=f"{path}.",
+                mistakes=mistakes,
+            )
+        )
     return cases
 
 
@@ -116,8 +146,12 @@ def direct_path_cases(ref: Reference) -> list[Case]:
         embedded = ref.call("embed", tokens)
         right = ref.call("unembed", embedded)
         mistakes = {
-            "the positional embedding is added: the direct path starts from W_E[tokens] alone": ref.call("unembed", embedded + ref.call("pos_embed", tokens)),
-            "ln_final is applied: the direct path has no LayerNorm": ref.call("unembed", ref.call("ln_final", embedded)),
+            "the positional embedding is added: the direct path starts from W_E[tokens] alone": ref.call(
+                "unembed", embedded + ref.call("pos_embed", tokens)
+            ),
+            "ln_final is applied: the direct path has no LayerNorm": ref.call(
+                "unembed", ref.call("ln_final", embedded)
+            ),
             "b_U is not added": right - ref.parameters_of("unembed")["b_U"],
         }
         cases.append(Case(name, [tokens], right, weights="", mistakes=mistakes))
@@ -135,9 +169,21 @@ def is_tied_cases(ref: Reference) -> list[Case]:
         moved = W_U.clone()
         moved[0, 0] *= 1 + nudge
         tied = torch.equal(moved, W_E.T)
-        hint = "" if tied else "W_U differs from W_E^T in one entry and is_tied says True: compare every entry exactly (torch.equal), not within a tolerance"
+        hint = (
+            ""
+            if tied
+            else "W_U differs from W_E^T in one entry and is_tied says True: compare every entry exactly (torch.equal), not within a tolerance"
+        )
         mistakes = {hint: torch.tensor([1.0], dtype=torch.float64)} if hint else {}
-        cases.append(Case(name, [torch.tensor(nudge)], torch.tensor([float(tied)], dtype=torch.float64), weights="", mistakes=mistakes))
+        cases.append(
+            Case(
+                name,
+                [torch.tensor(nudge)],
+                torch.tensor([float(tied)], dtype=torch.float64),
+                weights="",
+                mistakes=mistakes,
+            )
+        )
     return cases
 
 
@@ -154,14 +200,15 @@ def erase_direction_cases(ref: Reference) -> list[Case]:
     centred = resid - resid.mean(dim=1, keepdim=True)
     toward = centred[0, 2] - centred[0, 5]
     cases = []
-    for name, x, v in (("signed_components", built, v), ("gpt2_resid", centred, toward / toward.norm())):
-        projection = x @ v
+    for name, x, direction in (("signed_components", built, v), ("gpt2_resid", centred, toward / toward.norm())):
+        projection = x @ direction
         mistakes = {
-            "there is no ReLU: a negative component along v must stay": x - projection[..., None] * v,
-            "the ReLU acts on x: apply it to the projection v . x": x - (x.relu() @ v)[..., None] * v,
-            "the component is added: the neuron writes -v, so subtract v ReLU(v . x)": x + projection.relu()[..., None] * v,
+            "there is no ReLU: a negative component along v must stay": x - projection[..., None] * direction,
+            "the ReLU acts on x: apply it to the projection v . x": x - (x.relu() @ direction)[..., None] * direction,
+            "the component is added: the neuron writes -v, so subtract v ReLU(v . x)": x
+            + projection.relu()[..., None] * direction,
         }
-        cases.append(Case(name, [x, v], x - projection.relu()[..., None] * v, mistakes=mistakes))
+        cases.append(Case(name, [x, direction], x - projection.relu()[..., None] * direction, mistakes=mistakes))
     return cases
 
 
@@ -174,7 +221,11 @@ def same_counts(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) 
     if invalid:
         return invalid
     shapes = {"actual_shape": list(actual.shape), "expected_shape": list(expected.shape)}
-    wrong = [f"{key} {int(a):,} (GPT-2: {int(e):,})" for key, a, e in zip(COUNT_KEYS, actual, expected) if a != e]
+    wrong = [
+        f"{key} {int(a):,} (GPT-2: {int(e):,})"
+        for key, a, e in zip(COUNT_KEYS, actual, expected, strict=False)
+        if a != e
+    ]
     return CaseComparison(not wrong, "; ".join(wrong), float(np.abs(actual - expected).max()), **shapes)
 
 
@@ -184,12 +235,76 @@ def interp(name: str, driver: str | None) -> Target:
 
 EXACT_ONLY = Tolerance(atol=0.0, rtol=0.0)
 CHECKS = (
-    Check("interp.parameter_counts", "interp", 1, interp("parameter_counts", "counts"), "parameter counts", parameter_counts_cases, comparison=same_counts, tolerance=EXACT_ONLY),
-    Check("interp.logit_lens", "interp", 2, interp("logit_lens", "on_model"), "the logit lens", logit_lens_cases, tolerance=Tolerance(atol=1e-3, rtol=1e-4)),
-    Check("interp.qk_circuit", "interp", 1, interp("qk_circuit", "head_circuit"), "a head's QK circuit", circuit_cases("qk")),
-    Check("interp.ov_circuit", "interp", 1, interp("ov_circuit", "head_circuit"), "a head's OV circuit", circuit_cases("ov")),
-    Check("interp.fold_layernorm", "interp", 2, interp("fold_layernorm", "fold"), "folding LayerNorm into the next map", fold_layernorm_cases, expected_from=EXACT),
-    Check("interp.direct_path", "interp", 1, interp("direct_path_logits", "on_model"), "the direct path's logits", direct_path_cases),
-    Check("interp.is_tied", "interp", 1, interp("is_tied", "tied"), "tied embeddings", is_tied_cases, tolerance=EXACT_ONLY, expected_from=EXACT),
-    Check("interp.erase_direction", "interp", 1, interp("erase_direction", None), "a neuron that erases a direction", erase_direction_cases, tolerance=Tolerance(atol=1e-5, rtol=1e-5), expected_from=EXACT),
+    Check(
+        "interp.parameter_counts",
+        "interp",
+        1,
+        interp("parameter_counts", "counts"),
+        "parameter counts",
+        parameter_counts_cases,
+        comparison=same_counts,
+        tolerance=EXACT_ONLY,
+    ),
+    Check(
+        "interp.logit_lens",
+        "interp",
+        2,
+        interp("logit_lens", "on_model"),
+        "the logit lens",
+        logit_lens_cases,
+        tolerance=Tolerance(atol=1e-3, rtol=1e-4),
+    ),
+    Check(
+        "interp.qk_circuit",
+        "interp",
+        1,
+        interp("qk_circuit", "head_circuit"),
+        "a head's QK circuit",
+        circuit_cases("qk"),
+    ),
+    Check(
+        "interp.ov_circuit",
+        "interp",
+        1,
+        interp("ov_circuit", "head_circuit"),
+        "a head's OV circuit",
+        circuit_cases("ov"),
+    ),
+    Check(
+        "interp.fold_layernorm",
+        "interp",
+        2,
+        interp("fold_layernorm", "fold"),
+        "folding LayerNorm into the next map",
+        fold_layernorm_cases,
+        expected_from=EXACT,
+    ),
+    Check(
+        "interp.direct_path",
+        "interp",
+        1,
+        interp("direct_path_logits", "on_model"),
+        "the direct path's logits",
+        direct_path_cases,
+    ),
+    Check(
+        "interp.is_tied",
+        "interp",
+        1,
+        interp("is_tied", "tied"),
+        "tied embeddings",
+        is_tied_cases,
+        tolerance=EXACT_ONLY,
+        expected_from=EXACT,
+    ),
+    Check(
+        "interp.erase_direction",
+        "interp",
+        1,
+        interp("erase_direction", None),
+        "a neuron that erases a direction",
+        erase_direction_cases,
+        tolerance=Tolerance(atol=1e-5, rtol=1e-5),
+        expected_from=EXACT,
+    ),
 )

@@ -34,7 +34,14 @@ GPT2_FIRST_POSITION_NORM, GPT2_LARGEST_SCORE, BEYOND = 3000.0, 100.0, 2.0
 ZEROS_MASKED = "allowed scores equal to 0 were masked: build the mask from positions, not from the values"
 SOFTMAX_OVERFLOWS = "the softmax overflows on large scores: subtract the max or use torch.softmax"
 TANH_OVERFLOWS = "tanh overflows on large inputs: use torch.tanh rather than a ratio of exponentials"
-ATTENTION_STEPS = {"q": "hook_q", "k": "hook_k", "v": "hook_v", "attn_scores": "hook_attn_scores", "attn_pattern": "hook_pattern", "z": "hook_z"}
+ATTENTION_STEPS = {
+    "q": "hook_q",
+    "k": "hook_k",
+    "v": "hook_v",
+    "attn_scores": "hook_attn_scores",
+    "attn_pattern": "hook_pattern",
+    "z": "hook_z",
+}
 
 
 def _layers(ref: Reference) -> tuple[int, int]:
@@ -89,17 +96,30 @@ def exp_over_sum(scores: Tensor, dim: int = -1) -> Tensor:
 
 
 def attend(
-    q: Tensor, k: Tensor, v: Tensor, W_O: Tensor, b_O: Tensor, scale: float,
-    hidden: str = "future", mask_after_softmax: bool = False, softmax_dim: int = -1, **written,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    W_O: Tensor,
+    b_O: Tensor,
+    scale: float,
+    hidden: str = "future",
+    mask_after_softmax: bool = False,
+    softmax_dim: int = -1,
+    **written,
 ) -> Tensor:
     """Attention from q, k and v, with the switches the classic mistakes flip; `written` flips how the
     mask and the softmax are written: mask_zeros (a mask from the values), by_hand (exp / sum)."""
     import einops
     import torch
 
-    scores = einops.einsum(q, k, "batch posn_Q n_heads d_head, batch posn_K n_heads d_head -> batch n_heads posn_Q posn_K") / scale
+    scores = (
+        einops.einsum(q, k, "batch posn_Q n_heads d_head, batch posn_K n_heads d_head -> batch n_heads posn_Q posn_K")
+        / scale
+    )
     ones = torch.ones(scores.shape[-2:], dtype=torch.bool)
-    masked = {"future": torch.triu(ones, 1), "future and diagonal": torch.triu(ones, 0), "past": torch.tril(ones, -1)}[hidden]
+    masked = {"future": torch.triu(ones, 1), "future and diagonal": torch.triu(ones, 0), "past": torch.tril(ones, -1)}[
+        hidden
+    ]
     if written.get("mask_zeros"):
         masked = masked | (scores == 0)  # e.g. where(triu(x, 1) != x, x, IGNORE)
     softmax = exp_over_sum if written.get("by_hand") else torch.softmax
@@ -107,7 +127,9 @@ def attend(
         pattern = softmax(scores, -1).masked_fill(masked, float("-inf"))
     else:
         pattern = softmax(scores.masked_fill(masked, float("-inf")), softmax_dim)
-    z = einops.einsum(v, pattern, "batch posn_K n_heads d_head, batch n_heads posn_Q posn_K -> batch posn_Q n_heads d_head")
+    z = einops.einsum(
+        v, pattern, "batch posn_K n_heads d_head, batch n_heads posn_Q posn_K -> batch posn_Q n_heads d_head"
+    )
     return einops.einsum(z, W_O, "batch posn_Q n_heads d_head, n_heads d_head d_model -> batch posn_Q d_model") + b_O
 
 
@@ -119,10 +141,18 @@ def attention_mistakes(seen: dict[str, Tensor], weights: dict[str, Tensor]) -> d
     return {
         "the scores are not scaled: divide q.k by sqrt(d_head)": attend(q, k, v, W_O, b_O, 1.0),
         "the scores are divided by d_head: divide by sqrt(d_head)": attend(q, k, v, W_O, b_O, float(d_head)),
-        "the mask is applied after the softmax: mask the scores, then softmax": attend(q, k, v, W_O, b_O, sqrt, mask_after_softmax=True),
-        "the mask hides the diagonal too: a position may attend to itself (triu with diagonal=1)": attend(q, k, v, W_O, b_O, sqrt, hidden="future and diagonal"),
-        "the mask hides the past instead of the future: mask keys after the query (triu, not tril)": attend(q, k, v, W_O, b_O, sqrt, hidden="past"),
-        "the softmax runs over the query axis: softmax over the last axis (keys)": attend(q, k, v, W_O, b_O, sqrt, softmax_dim=-2),
+        "the mask is applied after the softmax: mask the scores, then softmax": attend(
+            q, k, v, W_O, b_O, sqrt, mask_after_softmax=True
+        ),
+        "the mask hides the diagonal too: a position may attend to itself (triu with diagonal=1)": attend(
+            q, k, v, W_O, b_O, sqrt, hidden="future and diagonal"
+        ),
+        "the mask hides the past instead of the future: mask keys after the query (triu, not tril)": attend(
+            q, k, v, W_O, b_O, sqrt, hidden="past"
+        ),
+        "the softmax runs over the query axis: softmax over the last axis (keys)": attend(
+            q, k, v, W_O, b_O, sqrt, softmax_dim=-2
+        ),
         "b_Q is not added to q": attend(q - weights["b_Q"], k, v, W_O, b_O, sqrt),
         "b_V is not added to v": attend(q, k, v - weights["b_V"], W_O, b_O, sqrt),
         "b_O is not added to the output": attend(q, k, v, W_O, b_O, sqrt) - b_O,
@@ -146,7 +176,9 @@ def gelu_mistakes(x: Tensor) -> dict[str, Tensor]:
     return {
         "this is ReLU: GPT-2 uses gelu_new, the tanh approximation of GELU": torch.relu(x),
         "this is the exact (erf) GELU: GPT-2 uses the tanh approximation": torch.nn.functional.gelu(x),
-        "the constant inside tanh is 2/pi: it is sqrt(2/pi)": 0.5 * x * (1 + torch.tanh(2 / math.pi * (x + 0.044715 * x**3))),
+        "the constant inside tanh is 2/pi: it is sqrt(2/pi)": 0.5
+        * x
+        * (1 + torch.tanh(2 / math.pi * (x + 0.044715 * x**3))),
     }
 
 
@@ -154,8 +186,13 @@ def mlp_mistakes(pre: Tensor, weights: dict[str, Tensor], gelu_new) -> dict[str,
     def project(post):
         return post @ weights["W_out"] + weights["b_out"]
 
-    activations = {hint.replace("this is", "the activation is"): project(post) for hint, post in gelu_mistakes(pre).items()}
-    return activations | {"b_in is not added before the activation": project(gelu_new(pre - weights["b_in"])), "b_out is not added to the output": project(gelu_new(pre)) - weights["b_out"]}
+    activations = {
+        hint.replace("this is", "the activation is"): project(post) for hint, post in gelu_mistakes(pre).items()
+    }
+    return activations | {
+        "b_in is not added before the activation": project(gelu_new(pre - weights["b_in"])),
+        "b_out is not added to the output": project(gelu_new(pre)) - weights["b_out"],
+    }
 
 
 def block_mistakes(ref: Reference, layer: int, resid_pre: Tensor) -> dict[str, Tensor]:
@@ -166,10 +203,13 @@ def block_mistakes(ref: Reference, layer: int, resid_pre: Tensor) -> dict[str, T
     mid = resid_pre + sub("attn", sub("ln1", resid_pre))
     post_ln_mid = sub("ln1", resid_pre + sub("attn", resid_pre))
     return {
-        "the attention residual is missing: resid_mid = resid_pre + attn(ln1(resid_pre))": no_attn_residual + sub("mlp", sub("ln2", no_attn_residual)),
+        "the attention residual is missing: resid_mid = resid_pre + attn(ln1(resid_pre))": no_attn_residual
+        + sub("mlp", sub("ln2", no_attn_residual)),
         "the MLP residual is missing: resid_post = resid_mid + mlp(ln2(resid_mid))": sub("mlp", sub("ln2", mid)),
         "ln1 is used before the MLP too: the MLP reads ln2(resid_mid)": mid + sub("mlp", sub("ln1", mid)),
-        "LayerNorm comes after the residual add: normalise what each sublayer reads, not the stream": sub("ln2", post_ln_mid + sub("mlp", post_ln_mid)),
+        "LayerNorm comes after the residual add: normalise what each sublayer reads, not the stream": sub(
+            "ln2", post_ln_mid + sub("mlp", post_ln_mid)
+        ),
     }
 
 
@@ -185,8 +225,12 @@ def transformer_mistakes(ref: Reference, acts: dict[str, Tensor]) -> dict[str, T
     last = ref.n_layers - 1
     return {
         "ln_final is not applied before the unembedding": ref.call("unembed", acts[f"blocks.{last}.hook_resid_post"]),
-        "the positional embedding is not added to the token embedding": head(blocks(acts["hook_embed"], range(ref.n_layers))),
-        "only one block is applied: loop over every block in self.blocks": head(ref.call("blocks.0", acts["blocks.0.hook_resid_pre"])),
+        "the positional embedding is not added to the token embedding": head(
+            blocks(acts["hook_embed"], range(ref.n_layers))
+        ),
+        "only one block is applied: loop over every block in self.blocks": head(
+            ref.call("blocks.0", acts["blocks.0.hook_resid_pre"])
+        ),
     }
 
 
@@ -205,7 +249,11 @@ def pos_embed_cases(ref: Reference) -> list[Case]:
     # Token ids below n_ctx first: looking positions up by token id then gives wrong values
     # rather than an index error, so the mistake is reported as a difference.
     small_ids = torch.randint(0, ref.n_ctx, (2, 9), generator=ref.generator)
-    by_id = {"positions are looked up by token id: index W_pos by position (0, 1, 2, ...)": ref.parameters_of("pos_embed")["W_pos"][small_ids]}
+    by_id = {
+        "positions are looked up by token id: index W_pos by position (0, 1, 2, ...)": ref.parameters_of("pos_embed")[
+            "W_pos"
+        ][small_ids]
+    }
     cases = [Case("small_ids", [small_ids], ref.call("pos_embed", small_ids), weights="pos_embed.", mistakes=by_id)]
     acts = {name: ref.activations(name)["hook_pos_embed"] for name in TOKEN_SETS}
     cases += [Case(name, [ref.tokens[name]], out, weights="pos_embed.") for name, out in acts.items()]
@@ -226,10 +274,20 @@ def layernorm_cases(ref: Reference) -> list[Case]:
     import torch
 
     first, last = _layers(ref)
-    sites = ((f"blocks.{first}.ln1", f"blocks.{first}.hook_resid_pre"), (f"blocks.{last}.ln2", f"blocks.{last}.hook_resid_mid"), ("ln_final", f"blocks.{last}.hook_resid_post"))
-    cases = [_layernorm_case(ref, f"{path}.{name}", path, ref.activations(name)[hook]) for name in TOKEN_SETS for path, hook in sites]
+    sites = (
+        (f"blocks.{first}.ln1", f"blocks.{first}.hook_resid_pre"),
+        (f"blocks.{last}.ln2", f"blocks.{last}.hook_resid_mid"),
+        ("ln_final", f"blocks.{last}.hook_resid_post"),
+    )
+    cases = [
+        _layernorm_case(ref, f"{path}.{name}", path, ref.activations(name)[hook])
+        for name in TOKEN_SETS
+        for path, hook in sites
+    ]
     # Variance comparable to eps: where eps sits (inside or outside the square root) now shows.
-    quiet = 3e-3 * torch.randn(2, 5, ref.d_model, generator=ref.generator) + torch.randn(2, 5, 1, generator=ref.generator)
+    quiet = 3e-3 * torch.randn(2, 5, ref.d_model, generator=ref.generator) + torch.randn(
+        2, 5, 1, generator=ref.generator
+    )
     hint = "it differs only where the variance is comparable to eps: add eps to the variance inside the square root"
     cases.append(_layernorm_case(ref, "small_variance", f"blocks.{first}.ln1", quiet, hint))
     # Constant vectors (0 among them): the variance is exactly 0, and only eps keeps the division finite.
@@ -277,7 +335,9 @@ def _sublayer_case(
     return Case(name, [x], out, weights=path + ".", overrides=overrides, hint=hint, steps=steps, mistakes=named)
 
 
-def _sublayer_cases(ref: Reference, sublayer: str, norm: str, resid_hook: str, step_hooks: dict[str, str], mistakes) -> list[Case]:
+def _sublayer_cases(
+    ref: Reference, sublayer: str, norm: str, resid_hook: str, step_hooks: dict[str, str], mistakes
+) -> list[Case]:
     """Attention or the MLP of the first and last block, fed its LayerNorm's output on GPT-2's stream, then
     a long sequence (batch 1) in the last block."""
     cases = []
@@ -327,7 +387,14 @@ def _large_scores_case(ref: Reference) -> Case:
 
 
 def mlp_cases(ref: Reference) -> list[Case]:
-    return _sublayer_cases(ref, "mlp", "ln2", "hook_resid_mid", {"pre": "hook_pre", "post": "hook_post"}, lambda seen, weights: mlp_mistakes(seen["hook_pre"], weights, ref.gelu_new))
+    return _sublayer_cases(
+        ref,
+        "mlp",
+        "ln2",
+        "hook_resid_mid",
+        {"pre": "hook_pre", "post": "hook_post"},
+        lambda seen, weights: mlp_mistakes(seen["hook_pre"], weights, ref.gelu_new),
+    )
 
 
 def gelu_cases(ref: Reference) -> list[Case]:
@@ -389,11 +456,29 @@ def unembed_cases(ref: Reference) -> list[Case]:
         acts = ref.activations(name)
         normalized = ref.call("ln_final", acts[f"blocks.{last}.hook_resid_post"])
         out = acts["unembed.hook_out"]
-        cases.append(Case(name, [normalized], out, weights="unembed.", mistakes={forgot: out - ref.parameters_of("unembed")["b_U"]}))
+        cases.append(
+            Case(
+                name,
+                [normalized],
+                out,
+                weights="unembed.",
+                mistakes={forgot: out - ref.parameters_of("unembed")["b_U"]},
+            )
+        )
     # GPT-2's b_U is all zeros, so a forgotten bias would pass on the real weights alone.
     b_U = 0.5 * torch.randn(ref.d_vocab, generator=ref.generator)
     out = ref.call("unembed", normalized, overrides={"b_U": b_U})
-    cases.append(Case("perturbed_b_U", [normalized], out, weights="unembed.", overrides={"b_U": b_U}, hint="it differs only when b_U is not zero: add b_U", mistakes={forgot: out - b_U}))
+    cases.append(
+        Case(
+            "perturbed_b_U",
+            [normalized],
+            out,
+            weights="unembed.",
+            overrides={"b_U": b_U},
+            hint="it differs only when b_U is not zero: add b_U",
+            mistakes={forgot: out - b_U},
+        )
+    )
     return cases
 
 
@@ -404,8 +489,20 @@ def transformer_cases(ref: Reference) -> list[Case]:
         last = ref.n_layers - 1
         steps = {"embed": acts["hook_embed"], "pos_embed": acts["hook_pos_embed"]}
         steps |= {f"blocks.{layer}": acts[f"blocks.{layer}.hook_resid_post"] for layer in range(ref.n_layers)}
-        steps |= {"ln_final": ref.call("ln_final", acts[f"blocks.{last}.hook_resid_post"]), "unembed": acts["unembed.hook_out"]}
-        cases.append(Case(name, [ref.tokens[name]], acts["unembed.hook_out"], weights="", steps=steps, mistakes=transformer_mistakes(ref, acts)))
+        steps |= {
+            "ln_final": ref.call("ln_final", acts[f"blocks.{last}.hook_resid_post"]),
+            "unembed": acts["unembed.hook_out"],
+        }
+        cases.append(
+            Case(
+                name,
+                [ref.tokens[name]],
+                acts["unembed.hook_out"],
+                weights="",
+                steps=steps,
+                mistakes=transformer_mistakes(ref, acts),
+            )
+        )
     return cases
 
 
@@ -414,9 +511,16 @@ def transformer_notes(outcome: dict) -> list[str]:
     notes = []
     counts, expected = outcome.get("param_counts") or {}, outcome["reference_param_counts"]
     if counts:
-        rows = [f"{part} {counts.get(part, 0):,}" + ("" if counts.get(part, 0) == n else f" (GPT-2: {n:,})") for part, n in expected.items()]
+        rows = [
+            f"{part} {counts.get(part, 0):,}" + ("" if counts.get(part, 0) == n else f" (GPT-2: {n:,})")
+            for part, n in expected.items()
+        ]
         notes.append("parameters: " + ", ".join(rows))
-    argmax = [bool((out.argmax(-1) == outcome["expected"][case].argmax(-1)).all()) for case, out in outcome["outputs"].items() if out.shape == outcome["expected"][case].shape]
+    argmax = [
+        bool((out.argmax(-1) == outcome["expected"][case].argmax(-1)).all())
+        for case, out in outcome["outputs"].items()
+        if out.shape == outcome["expected"][case].shape
+    ]
     if argmax:
         notes.append("same next-token argmax as GPT-2 everywhere: " + ("yes" if all(argmax) else "no"))
     return notes
@@ -427,11 +531,55 @@ CHECKS = (
     Check("embed", "model", 1, Target("embedding", "Embed"), "token embedding lookup", embed_cases),
     Check("pos_embed", "model", 1, Target("embedding", "PosEmbed"), "positional embedding", pos_embed_cases),
     Check("layernorm", "model", 2, Target("normalization", "LayerNorm"), "LayerNorm", layernorm_cases, capture=LOCALS),
-    Check("attention.causal_mask", "model", 1, Target("attention", "Attention", "apply_causal_mask"), "causal mask", causal_mask_cases, comparison=causal_mask),
-    Check("attention", "model", 3, Target("attention", "Attention"), "multi-head attention", attention_cases, capture=LOCALS),
-    Check("gelu_new", "model", 1, Target("mlp", "gelu_new", None), "GPT-2's GELU", gelu_cases, tolerance=Tolerance(atol=1e-5, rtol=1e-5)),
+    Check(
+        "attention.causal_mask",
+        "model",
+        1,
+        Target("attention", "Attention", "apply_causal_mask"),
+        "causal mask",
+        causal_mask_cases,
+        comparison=causal_mask,
+    ),
+    Check(
+        "attention",
+        "model",
+        3,
+        Target("attention", "Attention"),
+        "multi-head attention",
+        attention_cases,
+        capture=LOCALS,
+    ),
+    Check(
+        "gelu_new",
+        "model",
+        1,
+        Target("mlp", "gelu_new", None),
+        "GPT-2's GELU",
+        gelu_cases,
+        tolerance=Tolerance(atol=1e-5, rtol=1e-5),
+    ),
     Check("mlp", "model", 2, Target("mlp", "MLP"), "MLP", mlp_cases, capture=LOCALS),
-    Check("block", "model", 2, Target("block", "TransformerBlock"), "transformer block", block_cases, watch_inputs=True, capture=LOCALS + MODULES),
+    Check(
+        "block",
+        "model",
+        2,
+        Target("block", "TransformerBlock"),
+        "transformer block",
+        block_cases,
+        watch_inputs=True,
+        capture=LOCALS + MODULES,
+    ),
     Check("unembed", "model", 1, Target("unembedding", "Unembed"), "unembedding", unembed_cases),
-    Check("transformer", "model", 3, Target("transformer", "Transformer"), "the whole model", transformer_cases, tolerance=Tolerance(atol=1e-3, rtol=1e-4), watch_inputs=True, capture=MODULES, notes=transformer_notes),
+    Check(
+        "transformer",
+        "model",
+        3,
+        Target("transformer", "Transformer"),
+        "the whole model",
+        transformer_cases,
+        tolerance=Tolerance(atol=1e-3, rtol=1e-4),
+        watch_inputs=True,
+        capture=MODULES,
+        notes=transformer_notes,
+    ),
 )

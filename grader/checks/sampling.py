@@ -70,7 +70,14 @@ def known_mistakes(fits: Callable[..., CaseComparison], *messages: str) -> Calla
     def compare(actual, expected, tolerance: Tolerance) -> CaseComparison:
         result = fits(actual, expected[0], tolerance)
         if not result.ok:
-            named = next((message for row, message in zip(expected[1:], messages) if fits(actual, row, tolerance).ok), None)
+            named = next(
+                (
+                    message
+                    for row, message in zip(expected[1:], messages, strict=False)
+                    if fits(actual, row, tolerance).ok
+                ),
+                None,
+            )
             if named:
                 result.message = f"{named} ({result.message})"
         return result
@@ -85,15 +92,25 @@ def _shapes(actual: np.ndarray, expected: np.ndarray) -> dict:
 def same_token(actual, expected, tolerance: Tolerance) -> CaseComparison:
     actual, expected = np.asarray(actual), np.asarray(expected)
     if actual.size != 1 or not np.issubdtype(actual.dtype, np.integer):
-        return CaseComparison(False, f"returned {actual.size} values of dtype {actual.dtype}, not one token id (an int)", **_shapes(actual, expected))
+        return CaseComparison(
+            False,
+            f"returned {actual.size} values of dtype {actual.dtype}, not one token id (an int)",
+            **_shapes(actual, expected),
+        )
     ok = int(actual) == int(expected)
-    return CaseComparison(ok, "" if ok else f"returned token {int(actual)}, expected {int(expected)}", **_shapes(actual.reshape(()), expected))
+    return CaseComparison(
+        ok,
+        "" if ok else f"returned token {int(actual)}, expected {int(expected)}",
+        **_shapes(actual.reshape(()), expected),
+    )
 
 
 def close(actual, expected, tolerance: Tolerance) -> CaseComparison:
     actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
     if actual.shape != expected.shape:
-        return CaseComparison(False, f"output shape {actual.shape}, expected {expected.shape}", **_shapes(actual, expected))
+        return CaseComparison(
+            False, f"output shape {actual.shape}, expected {expected.shape}", **_shapes(actual, expected)
+        )
     diff = np.abs(actual - expected)
     good = diff <= tolerance.atol + tolerance.rtol * np.abs(expected)  # NaN anywhere: not good
     max_abs_diff = float(np.nanmax(diff)) if diff.size and not np.isnan(diff).all() else None
@@ -123,7 +140,12 @@ def frequencies(actual, expected, tolerance: Tolerance) -> CaseComparison:
     impossible = np.flatnonzero((probabilities == 0) & (counts > 0))
     if impossible.size:
         token = int(impossible[0])
-        return CaseComparison(False, f"token {token} was drawn {int(counts[token])} times, but its probability is 0", float(deviation.max()), **shapes)
+        return CaseComparison(
+            False,
+            f"token {token} was drawn {int(counts[token])} times, but its probability is 0",
+            float(deviation.max()),
+            **shapes,
+        )
     eps = frequency_bound(int((probabilities > 0).sum()), draws)
     token = int(deviation.argmax())
     if deviation[token] > eps:
@@ -147,12 +169,16 @@ def parse_beams(rows) -> list[Beam]:
 
 
 def show(beams: list[Beam]) -> str:
-    return ", ".join(f"{''.join(BEAM_VOCABULARY[t] for t in tokens)!r} ({logprob:.3f})" for _, logprob, tokens in beams) or "none"
+    return (
+        ", ".join(f"{''.join(BEAM_VOCABULARY[t] for t in tokens)!r} ({logprob:.3f})" for _, logprob, tokens in beams)
+        or "none"
+    )
 
 
 def matching(actual: list[Beam], expected: list[Beam], tolerance: Tolerance) -> bool:
     return len(actual) == len(expected) and all(
-        a[0] == e[0] and a[2] == e[2] and abs(a[1] - e[1]) <= tolerance.atol for a, e in zip(actual, expected)
+        a[0] == e[0] and a[2] == e[2] and abs(a[1] - e[1]) <= tolerance.atol
+        for a, e in zip(actual, expected, strict=False)
     )
 
 
@@ -189,7 +215,9 @@ def filtered_beams(actual, expected, tolerance: Tolerance) -> CaseComparison:
         problem = "the right beams, but not sorted by log-prob sum, best first"
     else:
         problem = "not the k best beams"
-    return CaseComparison(False, f"{problem} (continuing {show(continuing)}; finished {show(finished)}; expected {show(want)})")
+    return CaseComparison(
+        False, f"{problem} (continuing {show(continuing)}; finished {show(finished)}; expected {show(want)})"
+    )
 
 
 def cached_model_output(actual, expected, tolerance: Tolerance) -> CaseComparison:
@@ -222,7 +250,9 @@ def renormalised(probabilities: Tensor, kept: list[int]) -> Tensor:
     return kept_probabilities / kept_probabilities.sum()
 
 
-def nucleus(probabilities: Tensor, top_p: float, min_tokens_to_keep: int, keep_crossing: bool = True, apply_minimum: bool = True) -> list[int]:
+def nucleus(
+    probabilities: Tensor, top_p: float, min_tokens_to_keep: int, keep_crossing: bool = True, apply_minimum: bool = True
+) -> list[int]:
     """The most likely tokens, in order, until their sum reaches top_p (the crossing token included)."""
     order = sorted(range(len(probabilities)), key=lambda token: -float(probabilities[token]))
     kept, total = [], 0.0
@@ -246,7 +276,9 @@ def log_softmax_row(table: Tensor, prefix: tuple[int, ...]) -> list[float]:
     return table[len(prefix) - 1, prefix[-1]].double().log_softmax(dim=-1).tolist()
 
 
-def greedy_walk(table: Tensor, prompt: list[int], max_new: int, eos: int, feed_back: bool = True, stop: bool = True) -> list[int]:
+def greedy_walk(
+    table: Tensor, prompt: list[int], max_new: int, eos: int, feed_back: bool = True, stop: bool = True
+) -> list[int]:
     """Greedy generation on the table model; the switches are what two known mistakes do."""
     ids, context = list(prompt), list(prompt)
     for _ in range(max_new):
@@ -267,7 +299,9 @@ def banned(prefix: tuple[int, ...], ngram: int) -> set[int]:
     return {prefix[i + ngram - 1] for i in range(len(prefix) - ngram + 1) if prefix[i : i + ngram - 1] == tail}
 
 
-def extensions(table: Tensor, beams: list[tuple[float, tuple[int, ...]]], ngram: int) -> list[tuple[float, tuple[int, ...]]]:
+def extensions(
+    table: Tensor, beams: list[tuple[float, tuple[int, ...]]], ngram: int
+) -> list[tuple[float, tuple[int, ...]]]:
     """Every allowed one-token extension of every beam, with its log-prob sum."""
     return [
         (logprob + step, prefix + (token,))
@@ -281,7 +315,9 @@ def best(candidates: list, k: int) -> list:
     return sorted(candidates, key=lambda candidate: -candidate[0])[:k]
 
 
-def expected_beam_search(table: Tensor, prompt: tuple[int, ...], n_return: int, num_beams: int, max_new: int, ngram: int, eos: int) -> list[tuple[float, tuple[int, ...]]]:
+def expected_beam_search(
+    table: Tensor, prompt: tuple[int, ...], n_return: int, num_beams: int, max_new: int, ngram: int, eos: int
+) -> list[tuple[float, tuple[int, ...]]]:
     """Beam search over every candidate: the num_beams best extensions of the kept beams at each step."""
     beams: list[tuple[float, tuple[int, ...]]] = [(0.0, prompt)]
     finished: list[tuple[float, tuple[int, ...]]] = []
@@ -312,7 +348,11 @@ def char_tokenizer(alphabet: str):
 def stand_in_inputs(table: Tensor, tokenizer, **named) -> dict:
     import torch
 
-    return {"table": table, "tokenizer": text_tensor(tokenizer.to_str()), **{name: torch.as_tensor(value) for name, value in named.items()}}
+    return {
+        "table": table,
+        "tokenizer": text_tensor(tokenizer.to_str()),
+        **{name: torch.as_tensor(value) for name, value in named.items()},
+    }
 
 
 def text_rows(texts: list[str]) -> Tensor:
@@ -321,7 +361,7 @@ def text_rows(texts: list[str]) -> Tensor:
 
     encoded = [text_tensor(text) for text in texts]
     rows = torch.zeros(len(encoded), max(len(row) for row in encoded), dtype=torch.uint8)
-    for row, data in zip(rows, encoded):
+    for row, data in zip(rows, encoded, strict=False):
         row[: len(data)] = data
     return rows
 
@@ -345,7 +385,9 @@ GENERATION_MISTAKES = (
     "the text is the prompt alone: append each new token to the input and decode all of it",
     "generation went on after end-of-text: stop once the new token is tokenizer.eos_token_id",
 )
-NGRAM_MISTAKES = ("a beam repeats an n-gram: with no_repeat_ngram_size set, ban the tokens that would complete an n-gram already in the beam",)
+NGRAM_MISTAKES = (
+    "a beam repeats an n-gram: with no_repeat_ngram_size set, ban the tokens that would complete an n-gram already in the beam",
+)
 
 
 def greedy_cases(ref: Reference) -> list[Case]:
@@ -354,7 +396,11 @@ def greedy_cases(ref: Reference) -> list[Case]:
     g = generator(1)
     peak_last = torch.randn(10, generator=g)
     peak_last[-1] = peak_last.max() + 1.0
-    logits = {"vocabulary": 2 * torch.randn(ref.d_vocab, generator=g), "all_negative": -1 - 5 * torch.rand(10, generator=g), "peak_last": peak_last}
+    logits = {
+        "vocabulary": 2 * torch.randn(ref.d_vocab, generator=g),
+        "all_negative": -1 - 5 * torch.rand(10, generator=g),
+        "peak_last": peak_last,
+    }
     return [Case(name, [values], torch.tensor(int(np.argmax(values.numpy())))) for name, values in logits.items()]
 
 
@@ -372,12 +418,18 @@ def frequency_penalty_cases(ref: Reference) -> list[Case]:
     last = ref.d_vocab - 1
     # Only token 0 first: counts without minlength then have length 1 and broadcast, so the
     # mistake gives wrong values (elsewhere it raises a shape error).
-    inputs = {"repeats_of_token_0": ([0, 0, 0, 0], 0.5), "mixed_repeats": ([5, 17, 5, 300, 5, 17, 9000], 0.7), "last_vocabulary_id": ([last, 3, 3, last, 3], 1.5)}
+    inputs = {
+        "repeats_of_token_0": ([0, 0, 0, 0], 0.5),
+        "mixed_repeats": ([5, 17, 5, 300, 5, 17, 9000], 0.7),
+        "last_vocabulary_id": ([last, 3, 3, last, 3], 1.5),
+    }
     cases = []
     for name, (ids, penalty) in inputs.items():
         input_ids = torch.tensor(ids)
         broadcast = logits - penalty * len(ids) if set(ids) == {0} else None
-        expected = stacked(penalised(logits, input_ids, penalty), penalised(logits, input_ids, penalty, presence_only=True), broadcast)
+        expected = stacked(
+            penalised(logits, input_ids, penalty), penalised(logits, input_ids, penalty, presence_only=True), broadcast
+        )
         cases.append(Case(name, [input_ids, logits, torch.tensor(penalty)], expected))
     return cases
 
@@ -407,7 +459,9 @@ def top_k_cases(ref: Reference) -> list[Case]:
         logits = torch.tensor(values)
         probabilities = softmax(logits)
         top = sorted(range(len(values)), key=lambda token: -values[token])[:k]
-        cases.append(_distribution_case(name, [logits, torch.tensor(k)], renormalised(probabilities, top), probabilities))
+        cases.append(
+            _distribution_case(name, [logits, torch.tensor(k)], renormalised(probabilities, top), probabilities)
+        )
     return cases
 
 
@@ -421,9 +475,16 @@ def top_p_cases(ref: Reference) -> list[Case]:
     cases = []
     for name, top_p, minimum in (("crossing_0.7", 0.7, 1), ("min_tokens_3", 0.2, 3)):
         right = nucleus(exact, top_p, minimum)
-        dropped, unbounded = nucleus(exact, top_p, minimum, keep_crossing=False), nucleus(exact, top_p, minimum, apply_minimum=False)
+        dropped, unbounded = (
+            nucleus(exact, top_p, minimum, keep_crossing=False),
+            nucleus(exact, top_p, minimum, apply_minimum=False),
+        )
         rows = [renormalised(exact, kept) if kept != right else None for kept in (dropped, unbounded)]
-        cases.append(_distribution_case(name, [logits, torch.tensor(top_p), torch.tensor(minimum)], renormalised(exact, right), *rows, exact))
+        cases.append(
+            _distribution_case(
+                name, [logits, torch.tensor(top_p), torch.tensor(minimum)], renormalised(exact, right), *rows, exact
+            )
+        )
     return cases
 
 
@@ -445,7 +506,12 @@ def generation_cases(ref: Reference) -> list[Case]:
 
     cases = []
     for name, max_new in (("until_end_of_text", 24), ("until_max_tokens", 6)):
-        walks = [greedy_walk(table, prompt_ids, max_new, eos), greedy_walk(table, prompt_ids, max_new, eos, feed_back=False), prompt_ids, greedy_walk(table, prompt_ids, max_new, eos, stop=False)]
+        walks = [
+            greedy_walk(table, prompt_ids, max_new, eos),
+            greedy_walk(table, prompt_ids, max_new, eos, feed_back=False),
+            prompt_ids,
+            greedy_walk(table, prompt_ids, max_new, eos, stop=False),
+        ]
         extra = stand_in_inputs(table, tokenizer, prompt=text_tensor(prompt), max_tokens_generated=max_new)
         cases.append(Case(name, [], text_rows([text(ids) for ids in walks]), extra=extra))
     return cases
@@ -485,7 +551,7 @@ def beam_generate_cases(ref: Reference) -> list[Case]:
     }
     cases = []
     for name, (logprob_sums, tokens, k, ngram) in inputs.items():
-        beams = list(zip(logprob_sums, (tuple(t) for t in tokens)))
+        beams = list(zip(logprob_sums, (tuple(t) for t in tokens), strict=False))
         right, unbanned = generated_rows(table, beams, k, ngram), generated_rows(table, beams, k, 0)
         args = [torch.tensor(logprob_sums), torch.tensor(tokens), torch.tensor(k), torch.tensor(ngram)]
         cases.append(Case(name, args, stacked(right, None if ngram == 0 else unbanned), extra=_beam_extra(table)))
@@ -498,16 +564,36 @@ def beam_filter_cases(ref: Reference) -> list[Case]:
     a, b, c, eos = 0, 1, 2, 3
     # The best beams are not in order of index, and some that end in end-of-text rank high.
     inputs = {
-        "one_finished": ([-0.9, -2.5, -0.4, -3.0, -0.6, -1.1], [[a, b, c], [a, c, a], [a, a, b], [a, b, eos], [a, c, eos], [a, b, b]], 3),
-        "finished_in_and_out": ([-1.5, -0.2, -0.8, -0.5, -2.0, -0.7], [[a, eos, eos], [a, b, eos], [a, c, c], [a, a, a], [a, c, eos], [a, b, a]], 4),
+        "one_finished": (
+            [-0.9, -2.5, -0.4, -3.0, -0.6, -1.1],
+            [[a, b, c], [a, c, a], [a, a, b], [a, b, eos], [a, c, eos], [a, b, b]],
+            3,
+        ),
+        "finished_in_and_out": (
+            [-1.5, -0.2, -0.8, -0.5, -2.0, -0.7],
+            [[a, eos, eos], [a, b, eos], [a, c, c], [a, a, a], [a, c, eos], [a, b, a]],
+            4,
+        ),
         "none_finished": ([-1.0, -0.3, -2.0, -0.5], [[a, b], [a, c], [a, eos], [a, a]], 2),
     }
     cases = []
     for name, (logprob_sums, tokens, k) in inputs.items():
-        kept = best(list(zip(logprob_sums, (tuple(t) for t in tokens))), k)
-        continuing, finished = [beam for beam in kept if beam[1][-1] != eos], [beam for beam in kept if beam[1][-1] == eos]
-        expected = beam_rows([([lp for lp, _ in group], [list(seq) for _, seq in group]) for group in (continuing, finished)])
-        cases.append(Case(name, [torch.tensor(logprob_sums), torch.tensor(tokens), torch.tensor(k)], expected, extra=_beam_extra(beam_table(6))))
+        kept = best(list(zip(logprob_sums, (tuple(t) for t in tokens), strict=False)), k)
+        continuing, finished = (
+            [beam for beam in kept if beam[1][-1] != eos],
+            [beam for beam in kept if beam[1][-1] == eos],
+        )
+        expected = beam_rows(
+            [([lp for lp, _ in group], [list(seq) for _, seq in group]) for group in (continuing, finished)]
+        )
+        cases.append(
+            Case(
+                name,
+                [torch.tensor(logprob_sums), torch.tensor(tokens), torch.tensor(k)],
+                expected,
+                extra=_beam_extra(beam_table(6)),
+            )
+        )
     return cases
 
 
@@ -517,7 +603,11 @@ def notes_table() -> Tensor:
     import torch
 
     table = beam_table(7)
-    for position, token, probabilities in ((0, 0, [0.01, 0.6, 0.38, 0.01]), (1, 1, [0.3, 0.28, 0.27, 0.15]), (1, 2, [0.5, 0.46, 0.02, 0.02])):
+    for position, token, probabilities in (
+        (0, 0, [0.01, 0.6, 0.38, 0.01]),
+        (1, 1, [0.3, 0.28, 0.27, 0.15]),
+        (1, 2, [0.5, 0.46, 0.02, 0.02]),
+    ):
         table[position, token] = torch.tensor(probabilities).log()
     return table
 
@@ -539,7 +629,9 @@ def beam_search_cases(ref: Reference) -> list[Case]:
         table = make_table()
         if num_beams == 1:  # one beam is greedy search: the expected answer is the greedy walk
             walk = greedy_walk(table, [0], max_new, eos)
-            results = [(sum(log_softmax_row(table, tuple(walk[:i]))[walk[i]] for i in range(1, len(walk))), tuple(walk))]
+            results = [
+                (sum(log_softmax_row(table, tuple(walk[:i]))[walk[i]] for i in range(1, len(walk))), tuple(walk))
+            ]
         else:
             results = expected_beam_search(table, (0,), n_return, num_beams, max_new, ngram, eos)
         expected = beam_rows([([lp for lp, _ in results], [list(seq) for _, seq in results])])
@@ -570,12 +662,24 @@ def kv_cache_cases(ref: Reference) -> list[Case]:
     cases = []
     for name, chunks in (("prompt", [4, 1, 2]), ("random", [6, 1, 5])):
         hint = f"positions 0 to {chunks[0] - 1} run without the cache, the rest a chunk at a time with it: a chunk's positions start at the cache's length, and its queries see every cached key"
-        cases.append(Case(name, [ref.tokens[name], torch.tensor(chunks)], ref.activations(name)["unembed.hook_out"], weights="", hint=hint))
+        cases.append(
+            Case(
+                name,
+                [ref.tokens[name], torch.tensor(chunks)],
+                ref.activations(name)["unembed.hook_out"],
+                weights="",
+                hint=hint,
+            )
+        )
     tokenizer = ref.tokenizer.backend_tokenizer
     prompt_ids = tokenizer.encode(PROMPT).ids
     generated = greedy_continuation(ref, prompt_ids, 8)
     text = tokenizer.decode(prompt_ids + generated, skip_special_tokens=False).removesuffix(END_OF_TEXT)
-    extra = {"prompt": text_tensor(PROMPT), "tokenizer": text_tensor(tokenizer.to_str()), "max_tokens_generated": torch.tensor(len(generated))}
+    extra = {
+        "prompt": text_tensor(PROMPT),
+        "tokenizer": text_tensor(tokenizer.to_str()),
+        "max_tokens_generated": torch.tensor(len(generated)),
+    }
     hint = "greedy sampling with the cache must give the text greedy sampling without it gives"
     cases.append(Case("sample", [], text_tensor(text), weights="", hint=hint, extra=extra))
     return cases
@@ -597,15 +701,119 @@ def beams(method: str, driver: str) -> Target:
 
 
 CHECKS = (
-    Check("sampling.greedy", "sampling", 1, sampler("greedy_search", "call"), "greedy decoding", greedy_cases, comparison=same_token, expected_from=EXACT),
-    Check("sampling.temperature", "sampling", 1, sampler("apply_temperature", "call"), "temperature", temperature_cases, comparison=known_mistakes(close, *TEMPERATURE_MISTAKES), tolerance=Tolerance(atol=1e-5, rtol=1e-5), expected_from=EXACT),
-    Check("sampling.frequency_penalty", "sampling", 1, sampler("apply_frequency_penalty", "call"), "frequency penalty", frequency_penalty_cases, comparison=known_mistakes(close, *PENALTY_MISTAKES), tolerance=Tolerance(atol=1e-5, rtol=1e-5), expected_from=EXACT),
-    Check("sampling.basic", "sampling", 1, sampler("sample_basic", "draw"), "sampling from softmax(logits)", basic_cases, comparison=known_mistakes(frequencies, *BASIC_MISTAKES), expected_from=DISTRIBUTION),
-    Check("sampling.top_k", "sampling", 1, sampler("sample_top_k", "draw"), "top-k sampling", top_k_cases, comparison=known_mistakes(frequencies, *TOP_K_MISTAKES), expected_from=DISTRIBUTION),
-    Check("sampling.top_p", "sampling", 2, sampler("sample_top_p", "draw"), "top-p (nucleus) sampling", top_p_cases, comparison=known_mistakes(frequencies, *TOP_P_MISTAKES), expected_from=DISTRIBUTION),
-    Check("sampling.generate", "sampling", 2, sampler("sample", "sample"), "the generation loop", generation_cases, comparison=known_mistakes(same_text, *GENERATION_MISTAKES), expected_from="the expected text"),
-    Check("beam.generate", "sampling", 2, beams("generate", "generate"), "extending beams", beam_generate_cases, comparison=known_mistakes(same_beams_any_order, *NGRAM_MISTAKES), tolerance=LOGPROB_TOLERANCE, expected_from="the exact beams"),
-    Check("beam.filter", "sampling", 1, beams("filter", "filter_beams"), "keeping the best beams", beam_filter_cases, comparison=filtered_beams, tolerance=LOGPROB_TOLERANCE, expected_from="the exact beams"),
-    Check("beam.search", "sampling", 2, sampler("beam_search", "beam_search"), "beam search", beam_search_cases, comparison=same_beams_in_order, tolerance=LOGPROB_TOLERANCE, expected_from="the exhaustive search"),
-    Check("kv_cache", "sampling", 2, Target("kv_cache", "CachedTransformer", "forward", driver=f"{DRIVERS}:cached_model"), "bonus: a key-value cache", kv_cache_cases, comparison=cached_model_output, tolerance=Tolerance(atol=1e-3, rtol=1e-4)),
+    Check(
+        "sampling.greedy",
+        "sampling",
+        1,
+        sampler("greedy_search", "call"),
+        "greedy decoding",
+        greedy_cases,
+        comparison=same_token,
+        expected_from=EXACT,
+    ),
+    Check(
+        "sampling.temperature",
+        "sampling",
+        1,
+        sampler("apply_temperature", "call"),
+        "temperature",
+        temperature_cases,
+        comparison=known_mistakes(close, *TEMPERATURE_MISTAKES),
+        tolerance=Tolerance(atol=1e-5, rtol=1e-5),
+        expected_from=EXACT,
+    ),
+    Check(
+        "sampling.frequency_penalty",
+        "sampling",
+        1,
+        sampler("apply_frequency_penalty", "call"),
+        "frequency penalty",
+        frequency_penalty_cases,
+        comparison=known_mistakes(close, *PENALTY_MISTAKES),
+        tolerance=Tolerance(atol=1e-5, rtol=1e-5),
+        expected_from=EXACT,
+    ),
+    Check(
+        "sampling.basic",
+        "sampling",
+        1,
+        sampler("sample_basic", "draw"),
+        "sampling from softmax(logits)",
+        basic_cases,
+        comparison=known_mistakes(frequencies, *BASIC_MISTAKES),
+        expected_from=DISTRIBUTION,
+    ),
+    Check(
+        "sampling.top_k",
+        "sampling",
+        1,
+        sampler("sample_top_k", "draw"),
+        "top-k sampling",
+        top_k_cases,
+        comparison=known_mistakes(frequencies, *TOP_K_MISTAKES),
+        expected_from=DISTRIBUTION,
+    ),
+    Check(
+        "sampling.top_p",
+        "sampling",
+        2,
+        sampler("sample_top_p", "draw"),
+        "top-p (nucleus) sampling",
+        top_p_cases,
+        comparison=known_mistakes(frequencies, *TOP_P_MISTAKES),
+        expected_from=DISTRIBUTION,
+    ),
+    Check(
+        "sampling.generate",
+        "sampling",
+        2,
+        sampler("sample", "sample"),
+        "the generation loop",
+        generation_cases,
+        comparison=known_mistakes(same_text, *GENERATION_MISTAKES),
+        expected_from="the expected text",
+    ),
+    Check(
+        "beam.generate",
+        "sampling",
+        2,
+        beams("generate", "generate"),
+        "extending beams",
+        beam_generate_cases,
+        comparison=known_mistakes(same_beams_any_order, *NGRAM_MISTAKES),
+        tolerance=LOGPROB_TOLERANCE,
+        expected_from="the exact beams",
+    ),
+    Check(
+        "beam.filter",
+        "sampling",
+        1,
+        beams("filter", "filter_beams"),
+        "keeping the best beams",
+        beam_filter_cases,
+        comparison=filtered_beams,
+        tolerance=LOGPROB_TOLERANCE,
+        expected_from="the exact beams",
+    ),
+    Check(
+        "beam.search",
+        "sampling",
+        2,
+        sampler("beam_search", "beam_search"),
+        "beam search",
+        beam_search_cases,
+        comparison=same_beams_in_order,
+        tolerance=LOGPROB_TOLERANCE,
+        expected_from="the exhaustive search",
+    ),
+    Check(
+        "kv_cache",
+        "sampling",
+        2,
+        Target("kv_cache", "CachedTransformer", "forward", driver=f"{DRIVERS}:cached_model"),
+        "bonus: a key-value cache",
+        kv_cache_cases,
+        comparison=cached_model_output,
+        tolerance=Tolerance(atol=1e-3, rtol=1e-4),
+    ),
 )

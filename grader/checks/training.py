@@ -138,7 +138,7 @@ def same_groups(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) 
         return invalid
     close = np.isclose(actual, expected, rtol=1e-6, atol=1e-12)
     wrong = []
-    for name, (count, decay, lr), ok in zip(PARAMETER_NAMES, actual, close.all(axis=1)):
+    for name, (count, decay, lr), ok in zip(PARAMETER_NAMES, actual, close.all(axis=1), strict=False):
         if ok:
             continue
         if count != 1:
@@ -178,9 +178,9 @@ def lr_at_cases(ref: Reference) -> list[Case]:
         )
         shape = (warmup, total, max_lr, min_lr)
         mistakes = {
-            HINTS["warmup_off_by_one"]: schedule(steps, *shape, warm=lambda step: step / warmup),
+            HINTS["warmup_off_by_one"]: schedule(steps, *shape, warm=lambda step, warmup=warmup: step / warmup),
             HINTS["cosine_to_zero"]: schedule(steps, warmup, total, max_lr, 0.0),
-            HINTS["cosine_from_zero"]: schedule(steps, *shape, progress=lambda step: step / total),
+            HINTS["cosine_from_zero"]: schedule(steps, *shape, progress=lambda step, total=total: step / total),
             HINTS["no_floor"]: schedule(steps, *shape, floor=False),
         }
         args = [torch.tensor(steps), torch.tensor(shape, dtype=torch.float64)]
@@ -215,7 +215,7 @@ def grader_steps(batches: Tensor, clip: float, lr: float, *, zero: str = "before
         with torch.no_grad():
             norms = [param.grad.norm() for param in params]
             total = torch.stack(norms).norm()
-            for param, norm in zip(params, norms):
+            for param, norm in zip(params, norms, strict=False):
                 if clip_at != "none":
                     param.grad.mul_(min(1.0, clip / (float(total if clip_at == "global" else norm) + 1e-6)))
                 param.sub_(lr * param.grad)
@@ -265,9 +265,11 @@ def evaluate_cases(ref: Reference) -> list[Case]:
 
     def loss_and_accuracy(shift: int) -> Tensor:
         end = logits[0].shape[1] - shift
-        loss = torch.stack([cross_entropy(x[:, :end], b[:, shift:]).mean() for x, b in zip(logits, batches)]).mean()
+        loss = torch.stack(
+            [cross_entropy(x[:, :end], b[:, shift:]).mean() for x, b in zip(logits, batches, strict=False)]
+        ).mean()
         hits = torch.stack(
-            [(x[:, :end].argmax(-1) == b[:, shift:]).double().mean() for x, b in zip(logits, batches)]
+            [(x[:, :end].argmax(-1) == b[:, shift:]).double().mean() for x, b in zip(logits, batches, strict=False)]
         ).mean()
         return torch.stack([loss.double(), hits])
 
@@ -303,9 +305,7 @@ def outcome_cases(ref: Reference) -> list[Case]:
     from .. import corpus as stdlib_corpus
 
     text = stdlib_corpus.build(ref.tokenizer).capped(OUTCOME["d_vocab"])
-    train = stdlib_corpus.batches(
-        text.train, OUTCOME["steps"], OUTCOME["batch_size"], OUTCOME["posn"], OUTCOME["seed"]
-    )
+    train = stdlib_corpus.batches(text.train, OUTCOME["steps"], OUTCOME["batch_size"], OUTCOME["posn"], OUTCOME["seed"])
     held_out = stdlib_corpus.consecutive_batches(
         text.held_out, OUTCOME["held_out_batches"], OUTCOME["batch_size"], OUTCOME["posn"]
     )

@@ -8,7 +8,15 @@ processes use for what is not a tensor: text as UTF-8 bytes in a uint8 tensor, a
 
 from __future__ import annotations
 
-COUNT_KEYS = ("embed", "pos_embed", "blocks", "ln_final", "unembed", "total", "tied")  # interp.parameter_counts, in order
+COUNT_KEYS = (
+    "embed",
+    "pos_embed",
+    "blocks",
+    "ln_final",
+    "unembed",
+    "total",
+    "tied",
+)  # interp.parameter_counts, in order
 END_OF_TEXT = "<|endoftext|>"  # GPT-2's end-of-text token, also the stand-in tokenizer's
 PADDING = -1
 
@@ -28,6 +36,12 @@ def beam_rows(groups):
     """Rows [group, log-prob sum, token ids padded with PADDING] for each group of (log-prob sums, token id lists)."""
     import torch
 
-    rows = [[group, float(logprob), *ids] for group, (logprobs, token_lists) in enumerate(groups) for logprob, ids in zip(logprobs, token_lists)]
+    rows = [
+        [group, float(logprob), *ids]
+        for group, (logprobs, token_lists) in enumerate(groups)
+        for logprob, ids in zip(logprobs, token_lists, strict=False)
+    ]
     width = max((len(row) for row in rows), default=2)
-    return torch.tensor([row + [PADDING] * (width - len(row)) for row in rows], dtype=torch.float64).reshape(len(rows), width)
+    return torch.tensor([row + [PADDING] * (width - len(row)) for row in rows], dtype=torch.float64).reshape(
+        len(rows), width
+    )

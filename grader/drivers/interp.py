@@ -9,7 +9,11 @@ import torch
 from ..learner import source_place
 from . import COUNT_KEYS
 
-MODULES = {"model": ("transformer", "Transformer"), "attn": ("attention", "Attention"), "ln": ("normalization", "LayerNorm")}
+MODULES = {
+    "model": ("transformer", "Transformer"),
+    "attn": ("attention", "Attention"),
+    "ln": ("normalization", "LayerNorm"),
+}
 
 
 def learner_function(ctx):

@@ -40,7 +40,9 @@ def draw(ctx, args) -> torch.Tensor:
     for _ in range(int(ctx.tensor("draws"))):
         token = int(method(logits.clone(), *options))
         if not 0 <= token < d_vocab:
-            raise ValueError(f"{ctx.target['method']} returned token {token}, outside the vocabulary (0 to {d_vocab - 1})")
+            raise ValueError(
+                f"{ctx.target['method']} returned token {token}, outside the vocabulary (0 to {d_vocab - 1})"
+            )
         counts[token] += 1
     return torch.tensor(counts, dtype=torch.float64)
 
@@ -69,7 +71,9 @@ def checked_text(text, label: str) -> str:
 
 def learner_beams(ctx, logprob_sums: torch.Tensor, tokens: torch.Tensor):
     model, tokenizer = stand_ins(ctx)
-    return ctx.package.attribute("sampling", "Beams")(model=model, tokenizer=tokenizer, logprob_sums=logprob_sums, tokens=tokens)
+    return ctx.package.attribute("sampling", "Beams")(
+        model=model, tokenizer=tokenizer, logprob_sums=logprob_sums, tokens=tokens
+    )
 
 
 def beams_of(*beams_objects) -> torch.Tensor:
@@ -97,7 +101,9 @@ def beam_search(ctx, args) -> torch.Tensor:
     model, tokenizer = stand_ins(ctx)
     sampler = ctx.package.attribute("sampling", "TransformerSampler")(model, tokenizer)
     learner_method(ctx, "TransformerSampler", "beam_search")
-    results = sampler.beam_search(tensor_text(ctx.tensor("prompt")), num_return_sequences, num_beams, max_new_tokens, ngram or None)
+    results = sampler.beam_search(
+        tensor_text(ctx.tensor("prompt")), num_return_sequences, num_beams, max_new_tokens, ngram or None
+    )
     texts = [checked_text(text, "TransformerSampler.beam_search") for _, text in results]
     return beam_rows([([logprob for logprob, _ in results], [tokenizer.encode(text) for text in texts])])
 
@@ -115,7 +121,10 @@ def cached_model(ctx, args) -> torch.Tensor:
         raise NotImplementedError(str(missing)) from None
     ctx.reply["target_where"] = source_place(type(model).forward)
     if not args:
-        return greedy_text(ctx, ctx.package.attribute("kv_cache", "CachedTransformerSampler")(model, Tokenizer(ctx.tensor("tokenizer"))))
+        return greedy_text(
+            ctx,
+            ctx.package.attribute("kv_cache", "CachedTransformerSampler")(model, Tokenizer(ctx.tensor("tokenizer"))),
+        )
     tokens, chunk_sizes = args
     logits, kv_cache, start = [], None, 0
     for size in chunk_sizes.tolist():

@@ -39,7 +39,3 @@ class TinyLM(nn.Module):
 
 def flat_parameters(model: nn.Module) -> Tensor:
     return torch.cat([param.detach().flatten() for param in model.parameters()])
-
-
-def flat_parameters(model: nn.Module) -> Tensor:
-    return torch.cat([param.detach().flatten() for param in model.parameters()])

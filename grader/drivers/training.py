@@ -158,8 +158,7 @@ def held_out_loss(model: nn.Module, batches: Tensor) -> float:
     model.train(False)
     with torch.no_grad():
         losses = [
-            nn.functional.cross_entropy(model(batch)[:, :-1].flatten(0, 1), batch[:, 1:].flatten())
-            for batch in batches
+            nn.functional.cross_entropy(model(batch)[:, :-1].flatten(0, 1), batch[:, 1:].flatten()) for batch in batches
         ]
     return torch.stack(losses).mean().item()
 

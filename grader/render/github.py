@@ -50,8 +50,10 @@ def annotations(report: Report, workspace: Path) -> list[str]:
     """An error at the learner's line for each failing check, then the score as a notice."""
     errors = [
         command(
-            "error", "\n".join(check.diagnosis()),  # escaped onto one line; GitHub shows the lines again
-            file=learner_file(report, check, workspace), line=check.line,
+            "error",
+            "\n".join(check.diagnosis()),  # escaped onto one line; GitHub shows the lines again
+            file=learner_file(report, check, workspace),
+            line=check.line,
             title=f"{check.id}: {check.status}, {check.score}/{check.max_score} points",
         )
         for check in report.checks
@@ -67,15 +69,20 @@ def summary(report: Report, limit: int = SUMMARY_BYTES) -> str:
     row's feedback shortened as needed to keep the whole under GitHub's 1 MiB."""
     banner = fallback_banner(report)
     share = max(200, limit // max(1, len(report.checks)) - 200)
-    rows = [f"| `{c.id}` | {ICONS[c.status]} {c.status} | {c.score}/{c.max_score} | {shorten('<br>'.join(paragraphs(c)), share)} |" for c in report.checks]
-    return "\n".join([
-        f"## GPT-2 grader: {report.score}/{report.max_score} points",
-        "",
-        *([f"> {literal(banner)}", ""] if banner else []),
-        "| check | status | points | feedback |",
-        "| --- | --- | --- | --- |",
-        *rows,
-    ])
+    rows = [
+        f"| `{c.id}` | {ICONS[c.status]} {c.status} | {c.score}/{c.max_score} | {shorten('<br>'.join(paragraphs(c)), share)} |"
+        for c in report.checks
+    ]
+    return "\n".join(
+        [
+            f"## GPT-2 grader: {report.score}/{report.max_score} points",
+            "",
+            *([f"> {literal(banner)}", ""] if banner else []),
+            "| check | status | points | feedback |",
+            "| --- | --- | --- | --- |",
+            *rows,
+        ]
+    )
 
 
 def classroom_result(report: Report, workspace: Path) -> dict:

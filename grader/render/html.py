@@ -41,7 +41,9 @@ def head_heatmaps(patterns: list, tokens: list[str], title: str) -> Figure:
     rows = math.ceil(len(patterns) / columns)
     figure = Figure(figsize=(3.2 * columns, 3.0 * rows), layout="constrained")
     figure.suptitle(title)
-    for head, (axes, pattern) in enumerate(zip(figure.subplots(rows, columns, squeeze=False).flat, patterns)):
+    for head, (axes, pattern) in enumerate(
+        zip(figure.subplots(rows, columns, squeeze=False).flat, patterns, strict=False)
+    ):
         axes.imshow(pattern, vmin=0.0, vmax=1.0, cmap="viridis")
         axes.set_title(f"head {head}", fontsize=9)
         axes.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
@@ -52,8 +54,16 @@ def head_heatmaps(patterns: list, tokens: list[str], title: str) -> Figure:
 def attention_section(data: dict, reference: str) -> str:
     tokens = [repr(token) for token in data["tokens"]]
     sides = [(reference, data["gpt2"]), ("yours", data["yours"])]
-    images = [image(head_heatmaps(patterns, tokens, f"{who}: attention patterns, {data['case']}"), f"{who} attention patterns") for who, patterns in sides if patterns is not None]
-    return f"<h3>attention patterns on the prompt ({escape(data['case'])})</h3><div class=\"pair\">{''.join(images)}</div>"
+    images = [
+        image(
+            head_heatmaps(patterns, tokens, f"{who}: attention patterns, {data['case']}"), f"{who} attention patterns"
+        )
+        for who, patterns in sides
+        if patterns is not None
+    ]
+    return (
+        f'<h3>attention patterns on the prompt ({escape(data["case"])})</h3><div class="pair">{"".join(images)}</div>'
+    )
 
 
 def difference_section(data: dict, reference: str) -> str:
@@ -62,7 +72,9 @@ def difference_section(data: dict, reference: str) -> str:
     axes = figure.subplots()
     shown = axes.imshow(values, aspect="auto", cmap="magma", interpolation="nearest")
     figure.colorbar(shown, ax=axes, label="|yours - reference|")
-    axes.set_xlabel(f"feature (first {len(values[0])} of {data['features']})" if len(values[0]) < data["features"] else "feature")
+    axes.set_xlabel(
+        f"feature (first {len(values[0])} of {data['features']})" if len(values[0]) < data["features"] else "feature"
+    )
     axes.set_ylabel("position")
     return f"<h3>where the output differs ({escape(data['case'])}, batch 0)</h3>{image(figure, 'difference heatmap')}"
 
@@ -76,7 +88,12 @@ def lens_section(data: dict, reference: str) -> str:
     rows = []
     for layer, gpt2 in enumerate(data["gpt2"]):
         yours = data["yours"][layer] if data["yours"] else gpt2
-        cells = "".join(f'<td class="differs">{escape(repr(g))} / yours {escape(repr(y))}</td>' if g != y else f"<td>{escape(repr(g))}</td>" for g, y in zip(gpt2, yours))
+        cells = "".join(
+            f'<td class="differs">{escape(repr(g))} / yours {escape(repr(y))}</td>'
+            if g != y
+            else f"<td>{escape(repr(g))}</td>"
+            for g, y in zip(gpt2, yours, strict=False)
+        )
         label = "final" if layer == len(data["gpt2"]) - 1 else f"before block {layer}"
         rows.append(f"<tr><th>{label}</th>{cells}</tr>")
     note = f"<p>{escape(RANDOM_LENS_NOTE)}</p>" if reference != "GPT-2" else ""
@@ -92,7 +109,9 @@ def results_table(report: Report) -> str:
         diff = "" if check.max_abs_diff is None else f"{check.max_abs_diff:.2e}"
         lines = [line for text in (*check.diagnosis(), *check.notes) for line in text.splitlines() if line.strip()]
         said = "<br>".join(escape(line) for line in lines)
-        rows.append(f'<tr><td>{escape(check.id)}</td><td class="{check.status}">{check.status.upper()}</td><td>{check.score}/{check.max_score}</td><td>{diff}</td><td>{said}</td></tr>')
+        rows.append(
+            f'<tr><td>{escape(check.id)}</td><td class="{check.status}">{check.status.upper()}</td><td>{check.score}/{check.max_score}</td><td>{diff}</td><td>{said}</td></tr>'
+        )
     return f"<table><tr><th>check</th><th>status</th><th>points</th><th>max abs diff</th><th>message</th></tr>{''.join(rows)}</table>"
 
 

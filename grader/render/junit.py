@@ -54,7 +54,15 @@ def render(report: Report) -> str:
     for part, checks in groupby(report.checks, key=lambda c: c.part):
         checks = list(checks)
         suite = ElementTree.SubElement(root, "testsuite", name=part, **counts(checks))
-        properties(suite, {"reference": report.reference, "package": report.package, "score": sum(c.score for c in checks), "max_score": sum(c.max_score for c in checks)})
+        properties(
+            suite,
+            {
+                "reference": report.reference,
+                "package": report.package,
+                "score": sum(c.score for c in checks),
+                "max_score": sum(c.max_score for c in checks),
+            },
+        )
         for check in checks:
             testcase(suite, check)
     ElementTree.indent(root)

@@ -31,7 +31,11 @@ def shapes(check: CheckResult) -> str:
     if check.actual_shape is None:
         return ""
     actual = tuple(check.actual_shape)
-    return f"{actual}" if check.actual_shape == check.expected_shape else f"{actual} vs {tuple(check.expected_shape or ())}"
+    return (
+        f"{actual}"
+        if check.actual_shape == check.expected_shape
+        else f"{actual} vs {tuple(check.expected_shape or ())}"
+    )
 
 
 def table(report: Report) -> Table:
@@ -40,7 +44,13 @@ def table(report: Report) -> Table:
         grid.add_column(column, no_wrap=True)
     for check in report.checks:
         diff = "" if check.max_abs_diff is None else f"{check.max_abs_diff:.2e}"
-        grid.add_row(check.id, Text(check.status.upper(), style=STYLES[check.status]), f"{check.score}/{check.max_score}", shapes(check), diff)
+        grid.add_row(
+            check.id,
+            Text(check.status.upper(), style=STYLES[check.status]),
+            f"{check.score}/{check.max_score}",
+            shapes(check),
+            diff,
+        )
     return grid
 
 
@@ -74,7 +84,7 @@ def todo_files(report: Report) -> str:
         if check.status == "todo":
             by_file.setdefault(check.file or "?", []).append(check.id)
     named = (", ".join(ids) if len(ids) <= TODO_NAMED else f"{len(ids)} checks" for ids in by_file.values())
-    return ", ".join(f"{file} ({ids})" for file, ids in zip(by_file, named))
+    return ", ".join(f"{file} ({ids})" for file, ids in zip(by_file, named, strict=False))
 
 
 def start_here(report: Report) -> str | None:
@@ -116,7 +126,13 @@ def trace(check: CheckResult) -> list[Text]:
             lines.append(Text(head))
         else:
             differs = expected != line["shape"]
-            lines.append(Text.assemble(head, (f" expected {tuple(expected)}", "red" if differs else "dim"), (" <- differs" if differs else "", "red")))
+            lines.append(
+                Text.assemble(
+                    head,
+                    (f" expected {tuple(expected)}", "red" if differs else "dim"),
+                    (" <- differs" if differs else "", "red"),
+                )
+            )
     return lines
 
 
@@ -132,7 +148,12 @@ def render(report: Report, show_printed: bool = True) -> Group:
     parts.extend(todo_lines(report))
     counts = {status: sum(c.status == status for c in report.checks) for status in STYLES}
     summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
-    parts.append(Text(f"score {report.score}/{report.max_score} ({summary}); random inputs from seed {report.seed} (--seed)", style="bold"))
+    parts.append(
+        Text(
+            f"score {report.score}/{report.max_score} ({summary}); random inputs from seed {report.seed} (--seed)",
+            style="bold",
+        )
+    )
     if report.sandbox:
         parts.append(Text(report.sandbox, style="dim"))
     return Group(*parts)
