@@ -89,7 +89,8 @@ def main() -> None:
     assert len(set(texts.values())) == 1, texts  # the same weights give the same greedy text
 
     print(
-        f"{reference.kind} weights; torch {torch.__version__}, {torch.get_num_threads()} threads; {platform.processor() or platform.machine()}"
+        f"{reference.kind} weights; torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        f"{platform.processor() or platform.machine()}"
     )
     print(f"{'new tokens':>10} | " + " | ".join(f"{name:>22}" for name in generators))
     for n in args.tokens:

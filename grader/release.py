@@ -132,7 +132,8 @@ def learner_readme(template: str, readme: str, workflow: str = "classroom") -> s
     unplaced = [title for title in sections if title not in included and title not in INSTRUCTOR_SECTIONS]
     if unplaced:
         raise ReleaseError(
-            f"README.md's section {unplaced[0]!r} is neither included in {README_TEMPLATE} nor in INSTRUCTOR_SECTIONS (grader/release.py)"
+            f"README.md's section {unplaced[0]!r} is neither included in {README_TEMPLATE} "
+            "nor in INSTRUCTOR_SECTIONS (grader/release.py)"
         )
     return learner_text(INCLUDE.sub(lambda match: sections[match.group(1)], template), workflow)
 
@@ -224,7 +225,8 @@ def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_R
         leaks = leaked_lines(staging, hidden_lines(solutions))
         if leaks:
             raise ReleaseError(
-                f"a solution line would be released in {len(leaks)} place(s), e.g. {leaks[0]} (reword it in solutions/ or where it appears)"
+                f"a solution line would be released in {len(leaks)} place(s), e.g. {leaks[0]} "
+                "(reword it in solutions/ or where it appears)"
             )
         if outdir.exists():
             outdir.rmdir()
@@ -258,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         else f"none ({WORKFLOWS[args.workflow]} does not exist)"
     )
     print(
-        f"wrote the learner repository to {args.outdir}: {len(files)} files; workflow: {workflow}; learner tests: {', '.join(tests) or 'none'}"
+        f"wrote the learner repository to {args.outdir}: {len(files)} files; workflow: {workflow}; "
+        f"learner tests: {', '.join(tests) or 'none'}"
     )
     return 0
 

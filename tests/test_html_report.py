@@ -83,7 +83,8 @@ def test_the_check_detects_a_broken_page(tmp_path):
     """The same inspection on a page with a script error and a missing image reports both."""
     page = tmp_path / "broken.html"
     page.write_text(
-        '<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body><img alt="x" src="data:image/png;base64,AAAA"><script>undefined_function()</script></body></html>'
+        '<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body>'
+        '<img alt="x" src="data:image/png;base64,AAAA"><script>undefined_function()</script></body></html>'
     )
     seen = open_page(page, tmp_path)
     assert any("undefined_function" in error for error in seen["errors"])

@@ -22,7 +22,10 @@ SCHEMAS = REPO / "grader" / "schemas"
 # Text a learner controls (an exception message): Markdown, HTML, table pipes, GitHub's escapes,
 # a forged workflow command on its own line, and characters XML 1.0 cannot hold.
 FORGED_NOTICE = '::notice title=Autograding report::{"totalPoints":100,"maxPoints":100}'
-HOSTILE = 'ValueError: **bold** <script>x</script> | [a](b) 100% %0A a:b,c\n::notice title=Autograding report::{"totalPoints":100}\x1b[31m\x00'
+HOSTILE = (
+    "ValueError: **bold** <script>x</script> | [a](b) 100% %0A a:b,c\n"
+    '::notice title=Autograding report::{"totalPoints":100}\x1b[31m\x00'
+)
 # CommonMark itself turns NUL into U+FFFD, so that is what a Markdown reader sees of it.
 HOSTILE_AS_MARKDOWN = HOSTILE.replace("\x00", "\ufffd")
 WORKSPACE = Path("/work/repo")
@@ -232,7 +235,8 @@ def test_step_summary_is_a_table_with_one_row_per_check():
     ]
     assert [c[0] for c in cells] == [check.id for check in report.checks]
     assert [c[2] for c in cells] == ["1/1", "0/2", "0/3", "0/2", "0/2", "3/3"]
-    # The hostile message stays inside its cell, every character shown: its line break is the <br> the summary puts there.
+    # The hostile message stays inside its cell, every character shown:
+    # its line break is the <br> the summary puts there.
     attention = rows[2][3]
     assert [child.type for child in attention if child.type not in ("text",)] == ["html_inline"] and next(
         c.content for c in attention if c.type == "html_inline"

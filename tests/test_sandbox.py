@@ -48,7 +48,8 @@ def attention_variant(tmp_path: Path, statement: str) -> Path:
 FORGED_INIT = {
     "a forged reply, then exit": (
         "import json, os\n"
-        "open(os.path.join(os.environ['TMPDIR'], 'reply.json'), 'w').write(json.dumps({'status': 'ran', 'outputs': []}))\n"
+        "open(os.path.join(os.environ['TMPDIR'], 'reply.json'), 'w')"
+        ".write(json.dumps({'status': 'ran', 'outputs': []}))\n"
         "os._exit(0)\n"
     ),
     "a forged answer on every descriptor": (
@@ -65,7 +66,9 @@ FORGED_INIT = {
         "open(os.path.join(d, 'reply.json'), 'w').write(json.dumps({'status': 'ran', 'outputs': names}))\n"
         "os._exit(0)\n"
     ),
-    "the reply's encoder patched": 'import json\njson.dumps = lambda *args, **kwargs: \'{"status": "ran", "outputs": []}\'\n',
+    "the reply's encoder patched": (
+        'import json\njson.dumps = lambda *args, **kwargs: \'{"status": "ran", "outputs": []}\'\n'
+    ),
     "a reply that is not JSON": (
         "import os, atexit\n"
         "open(os.path.join(os.environ['TMPDIR'], 'reply.json'), 'wb').write(b'\\xff\\xfe not json')\n"
@@ -130,11 +133,14 @@ def reading_routes(reference) -> dict[str, str]:
         "a subprocess": f"__import__('subprocess').run(['cat', {expected!r}], check=True, capture_output=True)",
         "a symlink": f"__import__('os').symlink({expected!r}, {scratch_link}); open({scratch_link}, 'rb').read(1)",
         "a hard link": f"__import__('os').link({expected!r}, {scratch_link}); open({scratch_link}, 'rb').read(1)",
-        "the solutions": f"assert __import__('ctypes').CDLL(None).open({str(SOLUTIONS / 'attention.py')!r}.encode(), 0) >= 0",
+        "the solutions": (
+            f"assert __import__('ctypes').CDLL(None).open({str(SOLUTIONS / 'attention.py')!r}.encode(), 0) >= 0"
+        ),
         "the grader's checks": "import grader.checks.model",
         "the grader's reference": f"open({str(REPO / 'grader' / 'reference.py')!r}).read(1)",
         "transformer_lens, past the import blocker": (
-            "import sys; sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != 'ReferenceBlocker']; import transformer_lens"
+            "import sys; sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != 'ReferenceBlocker']; "
+            "import transformer_lens"
         ),
         "the grader's /proc": "open('/proc/%d/environ' % __import__('os').getppid(), 'rb').read(1)",
         "the grader's memory": "open('/proc/%d/mem' % __import__('os').getppid(), 'rb')",
@@ -200,7 +206,10 @@ def test_no_network(grade, tmp_path):
 
 def poison(path: str) -> str:
     """Overwrite the start of `path` through libc, past the audit hook on Python's open."""
-    return f"libc = __import__('ctypes').CDLL(None); fd = libc.open({path!r}.encode(), 2); assert fd >= 0; libc.write(fd, b'poison', 6)"
+    return (
+        f"libc = __import__('ctypes').CDLL(None); fd = libc.open({path!r}.encode(), 2); assert fd >= 0; "
+        "libc.write(fd, b'poison', 6)"
+    )
 
 
 def test_the_cache_cannot_be_poisoned(reference, grade, tmp_path):

@@ -70,7 +70,8 @@ def summary(report: Report, limit: int = SUMMARY_BYTES) -> str:
     banner = fallback_banner(report)
     share = max(200, limit // max(1, len(report.checks)) - 200)
     rows = [
-        f"| `{c.id}` | {ICONS[c.status]} {c.status} | {c.score}/{c.max_score} | {shorten('<br>'.join(paragraphs(c)), share)} |"
+        f"| `{c.id}` | {ICONS[c.status]} {c.status} | {c.score}/{c.max_score} "
+        f"| {shorten('<br>'.join(paragraphs(c)), share)} |"
         for c in report.checks
     ]
     return "\n".join(

@@ -97,7 +97,8 @@ def lens_section(data: dict, reference: str) -> str:
         label = "final" if layer == len(data["gpt2"]) - 1 else f"before block {layer}"
         rows.append(f"<tr><th>{label}</th>{cells}</tr>")
     note = f"<p>{escape(RANDOM_LENS_NOTE)}</p>" if reference != "GPT-2" else ""
-    return f'<h3>logit lens: top token at each layer and position</h3>{note}<table class="lens"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
+    title = "<h3>logit lens: top token at each layer and position</h3>"
+    return f'{title}{note}<table class="lens"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
 
 
 SECTIONS = {"attention": attention_section, "difference": difference_section, "logit_lens": lens_section}
@@ -110,9 +111,11 @@ def results_table(report: Report) -> str:
         lines = [line for text in (*check.diagnosis(), *check.notes) for line in text.splitlines() if line.strip()]
         said = "<br>".join(escape(line) for line in lines)
         rows.append(
-            f'<tr><td>{escape(check.id)}</td><td class="{check.status}">{check.status.upper()}</td><td>{check.score}/{check.max_score}</td><td>{diff}</td><td>{said}</td></tr>'
+            f'<tr><td>{escape(check.id)}</td><td class="{check.status}">{check.status.upper()}</td>'
+            f"<td>{check.score}/{check.max_score}</td><td>{diff}</td><td>{said}</td></tr>"
         )
-    return f"<table><tr><th>check</th><th>status</th><th>points</th><th>max abs diff</th><th>message</th></tr>{''.join(rows)}</table>"
+    head = "<tr><th>check</th><th>status</th><th>points</th><th>max abs diff</th><th>message</th></tr>"
+    return f"<table>{head}{''.join(rows)}</table>"
 
 
 def check_figures(check: CheckResult, reference: str) -> str:
