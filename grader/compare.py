@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import Tolerance
+from .types import Tolerance
 
 MASKED_AT_MOST = -1e4  # a masked score must be this low or lower; exp() of it is 0 in float32
 

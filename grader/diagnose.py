@@ -8,8 +8,8 @@ import re
 
 import numpy as np
 
-from .checks import Tolerance
 from .compare import MASKED_AT_MOST
+from .types import Tolerance
 
 # Names a learner is likely to give a step, when they are not the step's own label.
 ALIASES = {

@@ -28,6 +28,7 @@ from . import __version__, wire
 from .paths import cache_root
 
 GRADER_DIR = Path(__file__).resolve().parent
+PROGRESS_PREFIX = "[reference] "  # marks the builder's progress lines: "[reference] 0.300 message"
 VERIFIED_FILE = "verified.json"  # which files an earlier run hashed, by their stat; not part of the entry
 ENTRY_FILES = (
     "weights.safetensors",
@@ -287,8 +288,6 @@ def build_entry(root: Path, kind: str, seed: int, offline: bool, progress: Progr
 
 def _run_builder(command: list[str], progress: Progress) -> str:
     """Stream the builder's progress lines; return the last line of anything else it printed."""
-    from .reference import PROGRESS_PREFIX
-
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=GRADER_DIR.parent
     )

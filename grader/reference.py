@@ -21,6 +21,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .refcache import PROGRESS_PREFIX
+
 if TYPE_CHECKING:
     import torch
     from transformer_lens import HookedTransformer
@@ -29,7 +31,6 @@ MODEL_NAME = "gpt2"
 PROMPT = "The cat sat on the mat"
 MODEL_SEED = 0  # the random model's weights
 DEFAULT_INPUT_SEED = 0  # the random inputs; `grade --seed N` picks others
-PROGRESS_PREFIX = "[reference] "  # marks the builder's progress lines: "[reference] 0.300 message"
 SNAPSHOT = "0" * 40  # the commit name of the random model's local snapshot
 
 

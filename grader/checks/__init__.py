@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..types import Tolerance  # here too, for the part modules, which declare tolerances
+
 if TYPE_CHECKING:
     from torch import Tensor
 
@@ -37,14 +39,6 @@ class Target:
     @property
     def label(self) -> str:
         return f"{self.name}.{self.method}" if self.method else self.name
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """Elementwise: |actual - expected| <= atol + rtol * |expected|."""
-
-    atol: float = 1e-4
-    rtol: float = 1e-4
 
 
 @dataclass

@@ -1,0 +1,192 @@
+"""grader.verdict.judge on hand-built outcomes: no reference build, no learner process.
+
+The reference side is a small stand-in with the few methods the verdict reads (the cases, the
+expected tensors, the inputs and the meta of one check), so each test states its arrays in full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from grader import wire
+from grader.checks import Check, Target
+from grader.runner import Outcome
+from grader.types import Tolerance
+from grader.verdict import judge
+
+X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+CHECK = Check(
+    id="toy.double",
+    part="model",
+    points=2,
+    target=Target("toy", "double", method=None),
+    summary="doubles its input",
+    cases=lambda ref: [],
+    tolerance=Tolerance(atol=1e-4, rtol=1e-4),
+)
+
+
+class StandInReference:
+    """What `judge` reads of a reference cache entry, held in memory."""
+
+    def __init__(self, cases: list[wire.CaseSpec], expected: dict, inputs: dict | None = None, kind: str = "gpt2"):
+        self.kind, self._cases, self._expected, self._inputs = kind, cases, expected, inputs or {}
+        self.meta = {"param_counts": {"total": 124}, "prompt_tokens": []}
+
+    def cases(self, check_id: str) -> list[wire.CaseSpec]:
+        return self._cases
+
+    def expected(self, check_id: str) -> dict:
+        return self._expected
+
+    def inputs(self, check_id: str) -> dict:
+        return self._inputs
+
+    def vocabulary(self) -> list[str]:
+        return []
+
+
+def case(name: str = "small", hint: str = "", steps: tuple[str, ...] = (), mistakes: tuple[str, ...] = ()):
+    return wire.CaseSpec(name, 1, None, [], hint=hint, steps=list(steps), mistakes=list(mistakes))
+
+
+ONE_CASE = StandInReference([case()], {"small": 2 * X})
+
+
+def ran(outputs: dict, cases: tuple[str, ...] = ("small",), **reply) -> Outcome:
+    return Outcome("ran", wire.Reply("ran", outputs=list(cases), **reply), outputs, seconds=0.12345)
+
+
+def test_a_right_output_passes():
+    result = judge(CHECK, ran({"small/out": 2 * X}), ONE_CASE)
+    assert (result.status, result.message, result.score) == ("pass", "", 2)
+    assert result.max_abs_diff == 0.0
+    assert (result.actual_shape, result.expected_shape) == ([2, 3], [2, 3])
+    assert (result.file, result.line, result.target, result.seconds) == ("toy.py", None, "double", 0.123)
+    assert result.next_step == "" and result.hint is None and result.divergence is None
+
+
+def test_a_wrong_output_fails_with_the_difference():
+    result = judge(CHECK, ran({"small/out": 2 * X + np.array([0.0, 0.0, 0.5])}), ONE_CASE)
+    assert result.status == "fail" and result.score == 0
+    assert result.message == (
+        "differs from GPT-2 on small: max abs diff 0.5 at index (0, 2); 66.7% of values within tolerance"
+    )
+    assert result.max_abs_diff == 0.5
+    assert result.next_step == (
+        "compare each step of double (toy.py) with what GPT-2 computes:"
+        " grade toy.double --trace prints every tensor's shape"
+    )
+
+
+def test_against_the_random_model_messages_never_say_gpt2():
+    reference = StandInReference([case()], {"small": 2 * X}, kind="random")
+    result = judge(CHECK, ran({"small/out": X}), reference)
+    assert result.message.startswith("differs from the random reference on small: max abs diff 6 at index (1, 2);")
+
+
+def test_a_known_mistake_is_named():
+    reference = StandInReference(
+        [case(mistakes=("multiplied by 3, not 2", "added 2, not multiplied"))],
+        {"small": 2 * X, "small/mistake/0": 3 * X, "small/mistake/1": X + 2},
+    )
+    result = judge(CHECK, ran({"small/out": X + 2}), reference)
+    assert result.status == "fail"
+    assert result.hint == "added 2, not multiplied"
+    assert result.next_step == "most likely: added 2, not multiplied"
+
+
+def test_the_first_step_that_leaves_the_reference_is_named_with_its_line():
+    reference = StandInReference(
+        [case(steps=("scaled", "shifted"))],
+        {"small": 2 * X + 1, "small/step/scaled": 2 * X, "small/step/shifted": 2 * X + 1},
+    )
+    captures = {
+        "small": [
+            wire.Record("locals", "double", "y", [2, 3], 0, "toy.py", 3),
+            wire.Record("locals", "double", "z", [2, 3], 1, "toy.py", 4),
+        ]
+    }
+    outputs = {"small/out": 2 * X + 5, "small/capture/0": 2 * X, "small/capture/1": 2 * X + 5}
+    result = judge(CHECK, ran(outputs, captures=captures), reference)
+    assert result.status == "fail"
+    assert result.divergence == "scaled matches GPT-2; shifted is the first step that does not (toy.py:4)"
+    assert (result.file, result.line) == ("toy.py", 4)
+
+
+def test_a_hinted_case_names_its_hint_only_when_it_alone_fails():
+    reference = StandInReference(
+        [case("plain"), case("negative", hint="negative inputs: check the sign")],
+        {"plain": 2 * X, "negative": -2 * X},
+    )
+    hinted_alone = judge(CHECK, ran({"plain/out": 2 * X, "negative/out": 2 * X}, ("plain", "negative")), reference)
+    assert hinted_alone.message == (
+        "differs from GPT-2 on negative: max abs diff 24 at index (1, 2); 0.0% of values within tolerance;"
+        " negative inputs: check the sign"
+    )
+    both = judge(CHECK, ran({"plain/out": X, "negative/out": 2 * X}, ("plain", "negative")), reference)
+    assert both.message == (
+        "differs from GPT-2 on plain: max abs diff 6 at index (1, 2); 0.0% of values within tolerance"
+    )
+    assert both.max_abs_diff == 6.0  # the reported case's, not the larger one of "negative"
+
+
+def test_an_input_modified_in_place_fails_though_the_output_is_right():
+    watching = replace(CHECK, watch_inputs=True)
+    reference = StandInReference([case()], {"small": 2 * X}, inputs={"small/arg0": X})
+    result = judge(watching, ran({"small/out": 2 * X, "small/arg0_after": 2 * X}), reference)
+    assert result.status == "fail"
+    assert result.message == (
+        "the output is right but double modified its input in place on small (use x = x + ..., not x += ...)"
+    )
+    assert result.hint is None and result.divergence is None
+    assert judge(watching, ran({"small/out": 2 * X, "small/arg0_after": X.copy()}), reference).status == "pass"
+
+
+def test_an_unwritten_target_is_todo():
+    result = judge(CHECK, Outcome("todo", wire.Reply("todo", error="NotImplementedError")), ONE_CASE)
+    assert (result.status, result.message) == ("todo", "double is not implemented yet")
+    assert result.next_step == "implement double (toy.py)"
+
+
+def test_an_exception_is_an_error_at_the_learners_line():
+    where = wire.Place("toy.py", 3, "return x * y")
+    outcome = Outcome("error", wire.Reply("error", error="NameError: name 'y' is not defined", where=where))
+    result = judge(CHECK, outcome, ONE_CASE)
+    assert (result.status, result.file, result.line) == ("error", "toy.py", 3)
+    assert result.message == "NameError: name 'y' is not defined (toy.py:3: return x * y)"
+    assert result.next_step == "fix the exception at toy.py:3"
+
+
+@pytest.mark.parametrize(("ending", "status"), [("timeout", "timeout"), ("crashed", "error")])
+def test_the_processs_end_decides_timeout_and_crash(ending, status):
+    result = judge(CHECK, Outcome(ending, error="the check took longer than 60 s"), ONE_CASE)
+    assert (result.status, result.message) == (status, "the check took longer than 60 s")
+
+
+def test_a_missing_output_is_the_checks_error():
+    result = judge(CHECK, ran({}), ONE_CASE)
+    assert (result.status, result.message) == ("error", "the check's process gave no output for small")
+
+
+def test_weights_that_do_not_fit_are_listed():
+    facts = wire.WeightFacts(
+        missing=["W_in"], unexpected=[], misshapen={"b": [[3], [4]]}, suggestions={"W_in": ["W_E"]}
+    )
+    result = judge(CHECK, Outcome("weights", wire.Reply("weights", weights=facts)), ONE_CASE)
+    assert result.status == "fail"
+    assert result.message == (
+        "parameter W_in is not in GPT-2's weights (GPT-2 calls it W_E) and would keep its random initial value;"
+        " parameter b has shape (3,), GPT-2's has (4,)"
+    )
+
+
+def test_notes_are_added_to_a_pass():
+    def notes(facts: dict) -> list[str]:
+        return [f"{facts['param_counts']['total']} of {facts['reference_param_counts']['total']} parameters"]
+
+    result = judge(replace(CHECK, notes=notes), ran({"small/out": 2 * X}, param_counts={"total": 7}), ONE_CASE)
+    assert result.status == "pass" and result.notes == ["7 of 124 parameters"]
