@@ -4,6 +4,7 @@ import contracts in pyproject.toml ([tool.importlinter]: layers by process, no c
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import sysconfig
@@ -42,3 +43,19 @@ def test_the_import_contracts_hold():
     )
     assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
     assert "0 broken" in ran.stdout
+
+
+def layout_paths() -> set[str]:
+    """The paths the README's Layout table names in its first column."""
+    section = (REPO / "README.md").read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    return {path for row in rows for path in re.findall(r"`([^`]+)`", row)}
+
+
+def test_the_readme_layout_names_every_module_of_the_grader_and_only_what_exists():
+    named = layout_paths()
+    assert sorted(path for path in named if not (REPO / path).exists()) == []
+    grader = REPO / "grader"
+    modules = {f"grader/{path.name}" for path in grader.glob("*.py") if path.name != "__init__.py"}
+    packages = {f"grader/{path.name}/" for path in grader.iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert sorted((modules | packages) - named) == []
