@@ -22,7 +22,8 @@ REPORT_FILES = (
     (
         "--html",
         "html",
-        "also write a self-contained HTML page to FILE: the results, attention patterns beside GPT-2's, where outputs differ, the logit lens",
+        "also write a self-contained HTML page to FILE: the results, attention patterns beside GPT-2's, "
+        "where outputs differ, the logit lens",
     ),
 )
 
@@ -41,14 +42,16 @@ def parser() -> argparse.ArgumentParser:
         "--reference",
         choices=("auto", "gpt2", "random"),
         default="auto",
-        help="gpt2: the released weights; random: a seeded random model of the same shape; auto (default): gpt2 when cached or downloadable, else random",
+        help="gpt2: the released weights; random: a seeded random model of the same shape; "
+        "auto (default): gpt2 when cached or downloadable, else random",
     )
     for option, _, help_text in REPORT_FILES:
         p.add_argument(option, type=Path, metavar="FILE", help=help_text)
     p.add_argument(
         "--github",
         action="store_true",
-        help="under GitHub Actions: a step summary, annotations at your lines, the score as a notice and the GitHub Classroom result",
+        help="under GitHub Actions: a step summary, annotations at your lines, the score as a notice "
+        "and the GitHub Classroom result",
     )
     p.add_argument(
         "--timeout",
@@ -80,6 +83,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0); the report prints it")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep running: each save regrades the checks of the saved file and says what changed (Ctrl-C ends)",
+    )
     p.add_argument("--quiet", action="store_true", help="leave out what your code printed during each check")
     p.add_argument(
         "--download", action="store_true", help="fetch GPT-2 into the Hugging Face cache (online, once) and exit"
@@ -100,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         checks = select(args.checks)
     except UnknownCheck as error:
         print(f"grade: {error}", file=sys.stderr)
+        return 2
+    if args.watch and (args.github or requested_files(args)):  # a file would hold one run of many
+        print(
+            "grade: --watch reports in the terminal only; run grade without it to write report files", file=sys.stderr
+        )
         return 2
     package = REPO_ROOT / "solutions" if args.solutions else (args.exercises or default_exercises())
     if not (package / "__init__.py").is_file():
@@ -154,17 +167,26 @@ def grade(checks, package: Path, args) -> int:
         sandbox=not args.no_sandbox,
         device=args.device,
     )
-    try:
-        with errors.status(f"running {len(checks)} checks on {package}"):
-            report = grade_package(package, checks, reference, limits)
-    except ReferenceTampered as error:  # never judged from: rebuilt, and everything graded again
+
+    def rebuilt(tampered, error: ReferenceTampered):  # never judged from: rebuilt, and graded again
         print(f"grade: the reference cache did not verify ({error}); rebuilding it", file=sys.stderr)
-        discard(reference)
+        discard(tampered)
+        return prepare_reference(args, errors)
+
+    try:
+        if args.watch:
+            from .watch import watch
+
+            watch(package, checks, reference, limits, console, not args.quiet, rebuilt)
+            return 0
         try:
-            report = grade_package(package, checks, prepare_reference(args, errors), limits)
-        except (ReferenceTampered, ReferenceUnavailable) as again:
-            print(f"grade: no trustworthy reference: {again}", file=sys.stderr)
-            return 2
+            with errors.status(f"running {len(checks)} checks on {package}"):
+                report = grade_package(package, checks, reference, limits)
+        except ReferenceTampered as error:
+            report = grade_package(package, checks, rebuilt(reference, error), limits)
+    except (ReferenceTampered, ReferenceUnavailable) as again:
+        print(f"grade: no trustworthy reference: {again}", file=sys.stderr)
+        return 2
     sandbox.end_descendants()  # nothing the learner's code started may touch what is written next
     text.print_report(report, console, show_printed=not args.quiet)
     write_report_files(report, args, renderers)

@@ -1,0 +1,190 @@
+"""`grade --watch`: every save regrades the checks of the saved file, on a learner's worker kept warm.
+
+Saves are seen through watchfiles (the Rust notify crate: inotify, FSEvents, ReadDirectoryChangesW).
+The worker is a fork server that never imports the learner's package (`grader.learner`): each
+check's fork imports it afresh from the files, so a save is graded as saved, with nothing to
+reload. Without forks (macOS, Windows) the grader starts a fresh worker for every run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import watchfiles
+from rich.console import Console
+from rich.text import Text
+
+from .checks import Check, file_stem, registry
+from .pipeline import ReferenceTampered, grade_package
+from .refcache import ReferenceData
+from .render import text
+from .results import STATUSES, CheckResult, Report
+from .runner import LearnerProcesses, Limits
+
+STEP_MS = 50  # an editor's save is a burst of events (write, rename, chmod): this long without one ends it
+READY_MS = 200  # the watcher yields once, empty, this long after it is in place
+
+# (the reference that did not verify, why) -> a rebuilt one; ReferenceTampered again is the caller's
+Rebuild = Callable[[ReferenceData, ReferenceTampered], ReferenceData]
+
+
+class SavedPython(watchfiles.DefaultFilter):
+    """Python files of the package; DefaultFilter leaves out __pycache__ and editors' swap and backup
+    files. Judged on the path inside the package, so a package kept under, say, .venv is watched too."""
+
+    def __init__(self, package: Path):
+        super().__init__()
+        self.package = package
+
+    def __call__(self, change: watchfiles.Change, path: str) -> bool:
+        inside = Path(path).relative_to(self.package)
+        return inside.suffix == ".py" and super().__call__(change, str(inside))
+
+
+def saved_files(changes: set[tuple[watchfiles.Change, str]], package: Path) -> list[str]:
+    """The saved files, inside the package: "normalization.py", "helpers/util.py"."""
+    return sorted({Path(path).relative_to(package).as_posix() for _, path in changes})
+
+
+def regraded(saved: Sequence[str], watched: Sequence[Check]) -> list[Check]:
+    """The watched checks of the saved files. A file no check grades (config.py, __init__.py, a
+    helper of the learner's) may be imported by any of them: saving it regrades every watched check."""
+    graded_files = {check.target.file for check in registry()}
+    stems = {file_stem(name) for name in saved}
+    if any("/" in name for name in saved) or not stems <= graded_files:
+        return list(watched)
+    return [check for check in watched if check.target.file in stems]
+
+
+def error_place(result: CheckResult) -> tuple[str | None, int | None] | None:
+    """Where the check's error came from, when it names a line of the learner's."""
+    return (result.file, result.line) if result.status == "error" and result.line is not None else None
+
+
+def check_lines(results: Sequence[CheckResult]) -> list[Text]:
+    """One line per regraded check, with its message unless it passes, and for a failing one the line
+    that says what to do. Checks whose errors come from the same line share one line, the first one's:
+    a syntax error stops every check of its file, and the message names the place."""
+    width = max(len(result.id) for result in results)
+    same_place: dict[tuple, list[str]] = {}
+    for result in results:
+        if error_place(result):
+            same_place.setdefault(error_place(result), []).append(result.id)
+    lines = []
+    for result in results:
+        names = same_place.get(error_place(result), [result.id])
+        if names[0] != result.id:
+            continue  # said on the line of the first check with an error there
+        lines.append(
+            Text.assemble(
+                f"  {', '.join(names):<{width}}  ",
+                (f"{result.status.upper():<8}", text.STYLES[result.status]),
+                f"{result.score}/{result.max_score}",
+                f"  {result.message}" if result.status != "pass" else "",
+            )
+        )
+        next_step = [line for line in result.diagnosis() if line.startswith("next: ")]
+        if result.status == "fail" and next_step:
+            lines.append(Text(" " * (width + 4) + next_step[0]))
+    return lines
+
+
+def changes_line(before: dict[str, str], results: Sequence[CheckResult]) -> Text:
+    """What the statuses did since the last run: "attention: fail -> pass; newly failing: block (pass -> error)"."""
+    moved = [(result.id, before[result.id], result.status) for result in results if before[result.id] != result.status]
+    if not moved:
+        return Text("  since the last run: no change", style="dim")
+    phrases = [
+        f"newly failing: {check} ({old} -> {new})" if old == "pass" else f"{check}: {old} -> {new}"
+        for check, old, new in moved
+    ]
+    regressed = any(old == "pass" for _, old, _ in moved)
+    return Text("  since the last run: " + "; ".join(phrases), style="bold red" if regressed else "bold green")
+
+
+def score_line(results: Sequence[CheckResult]) -> Text:
+    counts = ", ".join(f"{n} {status}" for status in STATUSES if (n := sum(r.status == status for r in results)))
+    score, most = sum(r.score for r in results), sum(r.max_score for r in results)
+    return Text(f"  watched checks: {score}/{most} points ({counts})", style="dim")
+
+
+class Watch:
+    """One watch session: the learner's worker, kept between runs, and the latest result of each watched check."""
+
+    def __init__(
+        self, package: Path, watched: Sequence[Check], reference: ReferenceData, limits: Limits, rebuild: Rebuild
+    ):
+        self.package, self.watched, self.rebuild = package, list(watched), rebuild
+        self.processes = LearnerProcesses(reference, limits)
+        self.latest: dict[str, CheckResult] = {}
+
+    def close(self) -> None:
+        self.processes.close()
+
+    def grade(self, checks: Sequence[Check]) -> Report:
+        """`checks` graded on the warm worker; when the reference does not verify it is rebuilt, and
+        the same checks graded again on a worker for the new one."""
+        try:
+            report = grade_package(self.package, checks, self.processes.reference, processes=self.processes)
+        except ReferenceTampered as error:
+            reference = self.rebuild(self.processes.reference, error)
+            self.processes.close()
+            self.processes = LearnerProcesses(reference, self.processes.limits)
+            report = grade_package(self.package, checks, reference, processes=self.processes)
+        self.latest.update((result.id, result) for result in report.checks)
+        return report
+
+    def regrade(self, saved: Sequence[str], console: Console, show_printed: bool) -> None:
+        """The compact report of one save: what was saved, a line per regraded check, what changed."""
+        checks = regraded(saved, self.watched)
+        stamp = time.strftime("%H:%M:%S")
+        if not checks:
+            console.print(Text(f"{stamp} {', '.join(saved)} saved: no watched check grades it", style="dim"))
+            return
+        console.print(Text(f"{stamp} {', '.join(saved)} saved: {' '.join(c.id for c in checks)}", style="bold"))
+        before = {check.id: self.latest[check.id].status for check in checks}
+        results = self.grade(checks).checks
+        for line in [
+            *(line for result in results for line in text.trace(result)),
+            *check_lines(results),
+            *(line for result in results for line in (text.printed(result) if show_printed else [])),
+            changes_line(before, results),
+            score_line([self.latest[check.id] for check in self.watched]),
+        ]:
+            console.print(line)
+
+
+def watch(
+    package: Path,
+    watched: Sequence[Check],
+    reference: ReferenceData,
+    limits: Limits,
+    console: Console,
+    show_printed: bool,
+    rebuild: Rebuild,
+) -> None:
+    """The first report in full, then a compact one per save. It runs until Ctrl-C, whose
+    KeyboardInterrupt (raised by watchfiles too, while it waits) is the caller's to handle."""
+    session = Watch(package, watched, reference, limits, rebuild)
+    saves = watchfiles.watch(
+        package,
+        watch_filter=SavedPython(package),
+        step=STEP_MS,
+        rust_timeout=READY_MS,
+        yield_on_timeout=True,
+    )
+    try:
+        next(saves)  # the watcher is in place: a save made during the first run is regraded after it
+        with console.status(f"running {len(watched)} checks on {package}"):
+            first = session.grade(watched)
+        text.print_report(first, console, show_printed)
+        shown = text.shown_path(str(package), "")
+        console.print(Text(f"watching {shown} for saves: each regrades its file's checks (Ctrl-C ends)", style="bold"))
+        for changes in saves:
+            if changes:  # empty: the watcher's wake-up, READY_MS without a save
+                session.regrade(saved_files(changes, package), console, show_printed)
+    finally:
+        saves.close()
+        session.close()
