@@ -23,6 +23,7 @@ import functools
 import importlib.abc
 import importlib.util
 import json
+import linecache
 import os
 import re
 import signal
@@ -180,16 +181,29 @@ def param_counts(module) -> dict[str, int]:
 
 
 def learner_frame(error: BaseException, package: Path) -> dict:
-    """The innermost place in the learner's files where `error` came from."""
+    """The innermost place in the learner's files where `error` came from, with the function there."""
     if isinstance(error, SyntaxError) and error.filename and Path(error.filename).resolve().is_relative_to(package):
         return {"file": Path(error.filename).name, "line": error.lineno, "code": (error.text or "").strip()}
     frames = [
-        f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).resolve().is_relative_to(package)
+        (frame, line)
+        for frame, line in traceback.walk_tb(error.__traceback__)
+        if Path(frame.f_code.co_filename).resolve().is_relative_to(package)
     ]
     if not frames:
         return {}
-    frame = frames[-1]
-    return {"file": Path(frame.filename).name, "line": frame.lineno, "code": (frame.line or "").strip()}
+    frame, line = frames[-1]
+    return code_place(frame.f_code, line)
+
+
+def code_place(code, line: int) -> dict:
+    """file, line, that line's code, and the function it is in: the function a comprehension or a
+    nested helper belongs to, as the learner wrote it (`Beams.generate`, not `<listcomp>`)."""
+    return {
+        "file": Path(code.co_filename).name,
+        "line": line,
+        "code": linecache.getline(code.co_filename, line).strip(),
+        "function": code.co_qualname.split(".<locals>")[0],
+    }
 
 
 def describe(value) -> str:
@@ -272,9 +286,10 @@ def source_place(function) -> dict | None:
     import inspect
 
     try:
-        return {"file": Path(inspect.getsourcefile(function)).name, "line": inspect.getsourcelines(function)[1]}
+        file, line = Path(inspect.getsourcefile(function)).name, inspect.getsourcelines(function)[1]
     except (TypeError, OSError):
         return None
+    return {"file": file, "line": line, "function": getattr(function, "__qualname__", "")}
 
 
 def target_function(ctx: CaseContext):
@@ -320,9 +335,11 @@ def driver_for(target: dict):
 
 
 class Recorder:
-    """Records, in order, each tensor the learner's code binds to a name (the locals of every
-    function in the learner's files, seen line by line) and each submodule's output, tagged by the
-    module's path, which is also transformer_lens's hook prefix (`blocks.0.attn`)."""
+    """Records, in order, each tensor the learner's code binds to a name or returns (the locals of
+    every function in the learner's files, seen line by line) and each submodule's output, tagged by
+    the module's path, which is also transformer_lens's hook prefix (`blocks.0.attn`). Each record
+    keeps the line of the learner's code that produced it: the line that bound the name (the one
+    run before the trace saw the change), the `return`, or the call of the submodule."""
 
     def __init__(self, package_dir: Path, modes: list[str], keep: list[str], root, root_tag: str, root_name: str):
         self.prefix = str(package_dir) + os.sep
@@ -331,6 +348,7 @@ class Recorder:
         self.records: list[dict] = []
         self.kept: list = []  # the values of the records whose kind a diagnosis compares
         self._last: dict = {}
+        self._lines: dict = {}  # frame id: the line its last trace event was at
         self._hooks: list = []
 
     def tag_of_path(self, path: str) -> str:
@@ -338,12 +356,24 @@ class Recorder:
         (`Transformer`) for a root that has no path."""
         return ".".join(part for part in (self.root_tag, path) if part) or self.root_name
 
-    def record(self, kind: str, tag: str, name: str, value) -> None:
+    def record(self, kind: str, tag: str, name: str, value, place: tuple[str, int | None] = ("", None)) -> None:
         saved = None
-        if kind in self.keep and value.device.type != "meta":  # a meta tensor has no values to keep
+        mode = "locals" if kind == "returns" else kind  # a return is seen by the same trace as the locals
+        if mode in self.keep and value.device.type != "meta":  # a meta tensor has no values to keep
             saved = len(self.kept)
             self.kept.append(value.detach().cpu())  # recorded on the device, kept in the CPU's memory
-        self.records.append({"kind": kind, "tag": tag, "name": name, "shape": list(value.shape), "saved": saved})
+        file, line = place
+        self.records.append(
+            {
+                "kind": kind,
+                "tag": tag,
+                "name": name,
+                "shape": list(value.shape),
+                "saved": saved,
+                "file": file,
+                "line": line,
+            }
+        )
 
     def __enter__(self):
         if "modules" in self.modes and self.root is not None:
@@ -364,21 +394,38 @@ class Recorder:
         import torch
 
         if isinstance(output, torch.Tensor):
-            self.record("modules", tag, "output", output)
+            self.record("modules", tag, "output", output, self._calling_line())
+
+    def _calling_line(self) -> tuple[str, int | None]:
+        """The innermost line of the learner's code running now: for a hook, the submodule's call."""
+        frame = sys._getframe(1)
+        while frame is not None and not frame.f_code.co_filename.startswith(self.prefix):
+            frame = frame.f_back
+        return (Path(frame.f_code.co_filename).name, frame.f_lineno) if frame is not None else ("", None)
 
     def _global(self, frame, event, _arg):
         return self._local if event == "call" and frame.f_code.co_filename.startswith(self.prefix) else None
 
-    def _local(self, frame, _event, _arg):
+    def _local(self, frame, event, arg):
         import torch
 
+        key, file = id(frame), Path(frame.f_code.co_filename).name
+        # A name bound since the last event was bound by the line run then; None before the first
+        # line: the arguments. A `return` binds on its own line.
+        line = frame.f_lineno if event == "return" else self._lines.get(key)
         tag = None
         for name, value in list(frame.f_locals.items()):
-            if name == "self" or not isinstance(value, torch.Tensor) or self._last.get((id(frame), name)) is value:
+            if name == "self" or not isinstance(value, torch.Tensor) or self._last.get((key, name)) is value:
                 continue
-            self._last[(id(frame), name)] = value
+            self._last[(key, name)] = value
             tag = tag or self._frame_tag(frame)
-            self.record("locals", tag, name, value)
+            self.record("locals", tag, name, value, (file, line))
+        if event == "return":
+            self._lines.pop(key, None)
+            if isinstance(arg, torch.Tensor):
+                self.record("returns", tag or self._frame_tag(frame), "return", arg, (file, frame.f_lineno))
+        else:
+            self._lines[key] = frame.f_lineno
         return self._local
 
     def _frame_tag(self, frame) -> str:

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from . import wire
 from .checks import Check
 from .compare import CaseComparison, allclose, modified_in_place
-from .diagnose import expected_shape, first_divergence, matching_mistake
+from .diagnose import Candidate, expected_shape, first_divergence, matching_mistake
 from .figures import attention_patterns, difference, logit_lens_tops
 from .refcache import ReferenceData
 from .results import CheckResult, reference_name
@@ -51,9 +51,17 @@ class Evidence:
         return [(hint, self.expected[wire.mistake_key(case, i)]) for i, hint in enumerate(self.cases[case].mistakes)]
 
     def captured(self, case: str) -> list:
+        return [candidate.value for candidate in self.candidates(case)]
+
+    def candidates(self, case: str) -> list[Candidate]:
+        """The tensors the learner's process kept on this case, each with its name and line."""
         records = self.reply.captures.get(case, [])
-        keys = (wire.capture_key(case, r.saved) for r in records if r.saved is not None)
-        return [self.outcome.outputs[key] for key in keys if key in self.outcome.outputs]  # none when the case raised
+        keys = ((r, wire.capture_key(case, r.saved)) for r in records if r.saved is not None)
+        return [  # none when the case raised
+            Candidate(self.outcome.outputs[key], r.tag if r.kind == "modules" else r.name, r.file, r.line)
+            for r, key in keys
+            if key in self.outcome.outputs
+        ]
 
 
 def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResult:
@@ -66,7 +74,7 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
     result.printed, result.target = list(outcome.printed), check.target.label
     verdict(evidence, result, where)
     result.figures |= attention_patterns(evidence) | logit_lens_tops(evidence)
-    result.next_step = next_step(check, result, evidence.expected_from)
+    result.next_step = next_step(check, result, evidence.expected_from, where)
     return result
 
 
@@ -83,7 +91,7 @@ def verdict(evidence: Evidence, result: CheckResult, where: wire.Place | None) -
         return _set(result, "error", f"the check's process gave no output for {unanswered[0]}")
     failure = first_failing_case(evidence, result)
     if outcome.status == "todo":
-        return _set(result, "todo", f"{check.target.label} is not implemented yet" + at(where, code=False))
+        return _set(result, "todo", f"{unwritten(check, where)} is not implemented yet" + at(where, code=False))
     if failure:
         _set(result, "fail", failure.message)
         if failure.output_wrong:
@@ -156,11 +164,17 @@ def modified_input(evidence: Evidence, case: str) -> bool:
 
 
 def diagnose(evidence: Evidence, case: str, result: CheckResult) -> None:
-    tolerance = evidence.check.tolerance
-    result.hint = matching_mistake(evidence.output(case), evidence.mistakes(case), tolerance)
-    result.divergence = first_divergence(
-        evidence.steps(case), evidence.captured(case), tolerance, evidence.reference_name
+    """The known mistake the output matches, and where the computation first leaves the reference's:
+    the line of the learner's code that produced the first value that differs, when it is known."""
+    check = evidence.check
+    result.hint = matching_mistake(evidence.output(case), evidence.mistakes(case), check.tolerance, check.comparison)
+    divergence = first_divergence(
+        evidence.steps(case), evidence.candidates(case), check.tolerance, evidence.reference_name
     )
+    if divergence:
+        result.divergence = divergence.text
+        if divergence.line:
+            result.file, result.line = divergence.file, divergence.line
     result.figures |= difference(evidence, case)
 
 
@@ -181,10 +195,10 @@ def trace_lines(evidence: Evidence) -> list[dict]:
     return parameters + locals_
 
 
-def next_step(check: Check, result: CheckResult, expected_from: str) -> str:
+def next_step(check: Check, result: CheckResult, expected_from: str, where: wire.Place | None = None) -> str:
     place = f"{result.file}:{result.line}" if result.line else result.file
     if result.status == "todo":
-        return f"implement {check.target.label} ({place})"
+        return f"implement {unwritten(check, where)} ({place})"
     if result.status == "timeout":
         return f"look for a loop that never ends in {check.target.label} ({place}); --timeout allows more time"
     if result.status == "error":
@@ -193,7 +207,14 @@ def next_step(check: Check, result: CheckResult, expected_from: str) -> str:
         return ""
     if result.hint:
         return f"most likely: {result.hint}"
+    if check.target.driver:  # a driver calls the learner's code without the recorder: --trace shows nothing
+        return f"compare {check.target.label} ({place}) with its docstring; the message says what differs"
     return f"compare each step of {check.target.label} ({place}) with what {expected_from} computes: grade {check.id} --trace prints every tensor's shape"
+
+
+def unwritten(check: Check, where: wire.Place | None) -> str:
+    """The function a todo is about: the one that raised NotImplementedError, else the check's target."""
+    return (where.function if where else "") or check.target.label
 
 
 def weights_message(facts: wire.WeightFacts, reference: str = "GPT-2") -> str:

@@ -148,6 +148,7 @@ class Place:
     file: Text
     line: int | None = None
     code: Text = ""
+    function: Text = ""  # the qualified name of the learner's function there (`Beams.generate`)
 
 
 @dataclass(frozen=True)
@@ -166,13 +167,16 @@ class BadOutput:
 
 @dataclass(frozen=True)
 class Record:
-    """A tensor the learner's code named (`locals`) or a submodule output (`modules`)."""
+    """A tensor the learner's code named (`locals`) or returned (`returns`), or a submodule output
+    (`modules`), with the line of the learner's code that produced it where known (None for an argument)."""
 
-    kind: Literal["locals", "modules"]
+    kind: Literal["locals", "returns", "modules"]
     tag: Text
     name: Text
     shape: list[int]
     saved: int | None  # its index among the captures in the outputs file, when kept
+    file: Text = ""
+    line: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Diagnosis: the shape trace, the first divergence from GPT-2, and the reference's own fingerprints."""
+"""Diagnosis: the shape trace, the first divergence from GPT-2 and the line that produced it, and the
+reference's own fingerprints."""
 
 from __future__ import annotations
 
@@ -13,6 +14,25 @@ from grader import wire
 from grader.checks import registry
 from grader.checks.model import attend
 from grader.diagnose import close
+
+SCORES_DIFFER = "q, k, v match the random reference; attn_scores is the first step that does not"
+
+
+def statement_at(package, file: str, line: int) -> str:
+    """The statement of the learner's file that spans `line`, as one string."""
+    import ast
+
+    source = (package / file).read_text()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") and node.lineno <= line <= node.end_lineno:
+            return ast.get_source_segment(source, node)
+    raise AssertionError(f"no statement at {file}:{line}")
+
+
+def assert_points_at(result, package, file: str, text: str, code: str) -> None:
+    """The divergence is `text` at the line of `file` the result points to, a statement holding `code`."""
+    assert result.divergence == f"{text} ({file}:{result.line})" and result.file == file, result.divergence
+    assert code in statement_at(package, file, result.line)
 
 
 def traced_shapes(stdout: str, check_id: str) -> dict[str, list[tuple]]:
@@ -77,16 +97,15 @@ def test_first_divergence_of_a_scaling_bug_is_the_scores(grade, tmp_path):
         },
     )
     result = by_id(grade(package, "attention"))["attention"]
-    assert result.divergence == "q, k, v match the random reference; attn_scores is the first step that does not"
+    assert_points_at(result, package, "attention.py", SCORES_DIFFER, "attn_scores = einops.einsum(")
 
 
 def test_divergence_matches_by_value_whatever_the_layout(grade, tmp_path):
     """Head-major q, k, v (matmul style) still match GPT-2's steps; the bug is found after them."""
     body = ATTENTION_MATMUL.replace(" / math.sqrt(self.cfg.d_head)", "")
-    result = by_id(grade(write_variant(tmp_path, {"attention.py": replace_attention_body(body)}), "attention"))[
-        "attention"
-    ]
-    assert result.divergence == "q, k, v match the random reference; attn_scores is the first step that does not"
+    package = write_variant(tmp_path, {"attention.py": replace_attention_body(body)})
+    result = by_id(grade(package, "attention"))["attention"]
+    assert_points_at(result, package, "attention.py", SCORES_DIFFER, "scores = q @ k.transpose")
     assert "not scaled" in result.hint
 
 
@@ -97,10 +116,8 @@ def test_a_block_bug_is_localised_to_its_block(grade, tmp_path):
     )
     result = by_id(grade(package, "transformer"))["transformer"]
     assert result.status == "fail"
-    assert (
-        result.divergence
-        == "embed, pos_embed, blocks.0-blocks.4 match the random reference; blocks.5 is the first step that does not"
-    )
+    text = "embed, pos_embed, blocks.0-blocks.4 match the random reference; blocks.5 is the first step that does not"
+    assert_points_at(result, package, "transformer.py", text, "block is not self.blocks[5]")
 
 
 def test_an_output_hard_coded_to_the_prompt_fails(grade, tmp_path):

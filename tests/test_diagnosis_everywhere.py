@@ -2,7 +2,8 @@
 the next step, which names the likely mistake ("next: most likely: ..."), reach every output format,
 each read back with its own parser. And the table's max abs diff is the number the message gives.
 
-The mistakes are test_mistakes.py's and test_interp.py's, each package graded once for the module;
+The mistakes are test_mistakes.py's, test_sampling.py's and test_interp.py's (the sampling and interp
+checks name theirs by the same mechanism as the model's), each package graded once for the module;
 every format is rendered from those Reports directly, as the CLI would.
 """
 
@@ -23,6 +24,7 @@ from rich.console import Console
 from test_interp import MISTAKES as INTERP_MISTAKES
 from test_mistakes import MISTAKES
 from test_render_formats import WORKSPACE, classroom_result, runner_command, schema
+from test_sampling import MISTAKES as SAMPLING_MISTAKES
 
 from grader.render import github, gradescope, html, junit, text
 from grader.render import json as json_render
@@ -30,6 +32,7 @@ from grader.results import CheckResult, Report
 
 # name: (check id, edits, the fragment its hint must contain); only the mistakes that have a hint.
 HINTED = {name: (check, edits, hint) for name, (check, edits, _, hint) in MISTAKES.items() if hint}
+HINTED |= {name: mistake for name, mistake in SAMPLING_MISTAKES.items() if mistake[0] != "kv_cache"}  # kv: no hint
 INTERP_EDITS = {"interp.py": [edit for edit, _ in INTERP_MISTAKES.values()]}
 NUMBER = re.compile(r"max abs diff ([-+.\de]+|inf|nan)")
 

@@ -1,22 +1,26 @@
 """Part 2: sampling, beam search and the KV cache.
 
-The solutions pass, the stubs are todo, each listed mistake fails at its check with its own
-message, correct code in other styles passes, and the grader's own expected answers and its
-distribution bound hold up.
+The solutions pass, the stubs are todo (naming the function that raised, at its line), each
+listed mistake fails at its check with its own diagnosis, correct code in other styles passes, and
+the grader's own expected answers and its distribution bound hold up.
 """
 
 from __future__ import annotations
 
+import ast
 import math
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
 
+from grader import wire
 from grader.checks import registry
 from grader.checks import sampling as checks
+from grader.diagnose import matching_mistake
 
 SAMPLING_CHECKS = ("sampling", "beam", "kv_cache")
 DISTRIBUTION_CHECKS = ("sampling.basic", "sampling.top_k", "sampling.top_p")
@@ -26,7 +30,10 @@ NGRAM_BAN = """        if no_repeat_ngram_size is not None:
             banned = self.banned_next_tokens(no_repeat_ngram_size, logprobs.shape[-1])
             logprobs = logprobs.masked_fill(banned, float("-inf"))
 """
-MISTAKES = {  # name: (check, {file: [(old, new)]}, what the message must say)
+APPEND = "            input_ids = torch.cat([input_ids, torch.tensor([next_token])])\n"
+STOP = "            if next_token == self.tokenizer.eos_token_id:\n                break\n"
+EOS_KEPT, EOS_DROPPED = APPEND + STOP, STOP + APPEND
+MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
     "temperature multiplied": (
         "sampling.temperature",
         {"sampling.py": [("return logits / temperature", "return logits * temperature")]},
@@ -109,6 +116,12 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the message must say)
         },
         "went on after end-of-text",
     ),
+    # The docstring says end-of-text stays in the text; learners' loops often break before appending it.
+    "end-of-text dropped from the text": (
+        "sampling.generate",
+        {"sampling.py": [(EOS_KEPT, EOS_DROPPED)]},
+        "end-of-text was left out of the text",
+    ),
     "beams not sorted": (
         "beam.filter",
         {"sampling.py": [("topk(min(k, len(self))).indices", "topk(min(k, len(self))).indices.sort().values")]},
@@ -181,13 +194,15 @@ ALTERNATIVES = {  # name: (checks that must pass, {file: [(old, new)]})
             ]
         },
     ),
-    "end-of-text left out of the text": (
+    "end-of-text appended by its own statement": (
         ["sampling.generate"],
         {
             "sampling.py": [
                 (
-                    "            input_ids = torch.cat([input_ids, torch.tensor([next_token])])\n            if next_token == self.tokenizer.eos_token_id:\n                break",
-                    "            if next_token == self.tokenizer.eos_token_id:\n                break\n            input_ids = torch.cat([input_ids, torch.tensor([next_token])])",
+                    EOS_KEPT,
+                    EOS_DROPPED.replace(
+                        "break", "input_ids = torch.cat([input_ids, torch.tensor([next_token])])\n                break"
+                    ),
                 )
             ]
         },
@@ -225,6 +240,23 @@ def test_stubs_are_todo(grade):
     )
 
 
+def raise_line(path: Path, qualname: str) -> int:
+    """The line of the `raise` in the function `qualname` ("Beams.generate") of the file at `path`."""
+    scope = ast.parse(path.read_text())
+    for name in qualname.split("."):
+        scope = next(node for node in scope.body if getattr(node, "name", None) == name)
+    return next(node.lineno for node in ast.walk(scope) if isinstance(node, ast.Raise))
+
+
+def test_a_todo_names_the_function_that_raised_at_its_line(grade):
+    """beam_search is given; what the learner has not written is Beams.generate, which it calls."""
+    result = by_id(grade(EXERCISES, "beam.search"))["beam.search"]
+    line = raise_line(EXERCISES / "sampling.py", "Beams.generate")
+    assert result.message == f"Beams.generate is not implemented yet (sampling.py:{line})"
+    assert result.next_step == f"implement Beams.generate (sampling.py:{line})"
+    assert (result.file, result.line) == ("sampling.py", line)
+
+
 def test_kv_cache_is_todo_when_the_bonus_file_is_absent(grade, tmp_path):
     package = tmp_path / "pkg"
     shutil.copytree(SOLUTIONS, package, ignore=shutil.ignore_patterns("__pycache__", "kv_cache.py"))
@@ -250,8 +282,20 @@ def test_mistake_fails_at_its_check_with_its_message(mistake, grade, tmp_path):
     check_id, edits, fragment = MISTAKES[mistake]
     result = by_id(grade(write_variant(tmp_path, edits), check_id))[check_id]
     assert result.status == "fail", (result.status, result.message)
-    assert fragment in result.message, result.message
+    assert fragment in "\n".join(result.diagnosis()), result.diagnosis()
     assert result.score == 0
+    # The sampler runs under a driver, without the recorder: --trace would print nothing.
+    assert "--trace" not in result.next_step
+
+
+@pytest.mark.parametrize("mistake", [name for name, (check_id, _, _) in MISTAKES.items() if check_id != "kv_cache"])
+def test_a_named_mistake_is_the_hint_and_the_next_step(mistake, grade, tmp_path):
+    """The same mechanism as the model's checks: the case's known mistakes, matched by the check's
+    own comparison, give the hint, and the next step names it."""
+    check_id, edits, fragment = MISTAKES[mistake]
+    result = by_id(grade(write_variant(tmp_path, edits), check_id))[check_id]
+    assert fragment in (result.hint or ""), (result.message, result.hint)
+    assert fragment not in result.message and result.next_step == f"most likely: {result.hint}"
 
 
 @pytest.mark.parametrize("alternative", ALTERNATIVES)
@@ -276,24 +320,28 @@ def test_each_known_wrong_distribution_is_far_from_the_right_one(reference):
     """A mistake's row either puts mass where the right answer has none, or moves some
     probability by more than twice the bound: it is then missed with probability below 1e-8."""
     for check_id in DISTRIBUTION_CHECKS:
-        for name, rows in reference.expected(check_id).items():
-            right, mistakes = np.asarray(rows[0]), np.asarray(rows[1:])
+        expected = reference.expected(check_id)
+        for case in reference.cases(check_id):
+            right = np.asarray(expected[case.name])
             eps = checks.frequency_bound(int((right > 0).sum()), checks.DRAWS)
             assert math.isclose(right.sum(), 1.0) and right.min() >= 0
-            for row in mistakes:
-                if np.isnan(row).all():
-                    continue
-                assert ((row > 0) & (right == 0)).any() or np.abs(row - right).max() > 2 * eps, (check_id, name)
+            for i, hint in enumerate(case.mistakes):
+                row = np.asarray(expected[wire.mistake_key(case.name, i)])
+                assert ((row > 0) & (right == 0)).any() or np.abs(row - right).max() > 2 * eps, (check_id, hint)
 
 
 def test_frequency_comparison_passes_exact_counts_and_names_a_known_mistake():
     right, wrong = np.array([0.5, 0.5, 0.0]), np.array([1.0, 0.0, 0.0])
-    compare = checks.known_mistakes(checks.frequencies, "only the first token")
-    assert compare(np.array([2000.0, 2000.0, 0.0]), np.stack([right, wrong]), None).ok
-    failed = compare(np.array([4000.0, 0.0, 0.0]), np.stack([right, wrong]), None)
-    assert not failed.ok and failed.message.startswith("only the first token (token 0 was drawn 100.0%")
-    impossible = compare(np.array([1999.0, 2000.0, 1.0]), np.stack([right, wrong]), None)
-    assert not impossible.ok and "token 2 was drawn 1 times, but its probability is 0" in impossible.message
+    mistakes = [("only the first token", wrong)]
+    assert checks.frequencies(np.array([2000.0, 2000.0, 0.0]), right, None).ok
+    only_first = np.array([4000.0, 0.0, 0.0])
+    failed = checks.frequencies(only_first, right, None)
+    assert not failed.ok and failed.message.startswith("token 0 was drawn 100.0%")
+    assert matching_mistake(only_first, mistakes, None, checks.frequencies) == "only the first token"
+    impossible = np.array([1999.0, 2000.0, 1.0])
+    failed = checks.frequencies(impossible, right, None)
+    assert not failed.ok and "token 2 was drawn 1 times, but its probability is 0" in failed.message
+    assert matching_mistake(impossible, mistakes, None, checks.frequencies) is None
 
 
 def test_top_p_sets_from_first_principles():
@@ -305,13 +353,21 @@ def test_top_p_sets_from_first_principles():
 
 
 def test_the_generation_table_spells_its_sentence(reference):
-    texts = reference.expected("sampling.generate")
     from grader.drivers import tensor_text
 
-    assert tensor_text(texts["until_end_of_text"][0]) == "the cat sat on the mat."
-    assert tensor_text(texts["until_max_tokens"][0]) == "the cat sat o"
-    assert tensor_text(texts["until_end_of_text"][1]) == "the cat" + " " * 24
-    assert "<|endoftext|>" in tensor_text(texts["until_end_of_text"][3])
+    expected = reference.expected("sampling.generate")
+    texts = {
+        (case.name, hint): tensor_text(expected[wire.mistake_key(case.name, i)])
+        for case in reference.cases("sampling.generate")
+        for i, hint in enumerate(case.mistakes)
+    }
+    assert tensor_text(expected["until_end_of_text"]) == "the cat sat on the mat.<|endoftext|>"
+    assert tensor_text(expected["until_max_tokens"]) == "the cat sat o"
+    assert texts["until_end_of_text", checks.NOT_FED_BACK] == "the cat" + " " * 24
+    assert texts["until_end_of_text", checks.END_OF_TEXT_DROPPED] == "the cat sat on the mat."
+    assert "<|endoftext|>" in texts["until_end_of_text", checks.NO_STOP].removesuffix("<|endoftext|>")
+    # Six tokens never reach end-of-text: dropping it or not stopping changes nothing there.
+    assert {hint for name, hint in texts if name == "until_max_tokens"} == {checks.NOT_FED_BACK, checks.PROMPT_ALONE}
 
 
 def test_beam_search_beats_greedy_on_the_notes_example():
@@ -345,7 +401,7 @@ def test_beam_cases_have_no_near_ties():
 def test_the_cases_show_each_beam_mistake(reference):
     expected = reference.expected("beam.generate")
     for name in ("no_repeat_bigram", "no_repeat_trigram"):
-        right, unbanned = expected[name]
+        right, unbanned = expected[name], expected[wire.mistake_key(name, 0)]
         assert not np.array_equal(right, unbanned), name
     searches = {name: checks.parse_beams(rows) for name, rows in reference.expected("beam.search").items()}
     assert any(tokens[-1] == len(checks.BEAM_ALPHABET) for _, _, tokens in searches["finished_beams"])

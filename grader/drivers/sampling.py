@@ -58,9 +58,9 @@ def sample(ctx, args) -> torch.Tensor:
 
 
 def greedy_text(ctx, sampler) -> torch.Tensor:
-    """What `sampler.sample` writes greedily from the case's prompt, end-of-text at its end removed."""
+    """What `sampler.sample` writes greedily from the case's prompt, end-of-text and all."""
     text = sampler.sample(tensor_text(ctx.tensor("prompt")), int(ctx.tensor("max_tokens_generated")), temperature=0.0)
-    return text_tensor(checked_text(text, f"{type(sampler).__name__}.sample").removesuffix(Tokenizer.eos_token))
+    return text_tensor(checked_text(text, f"{type(sampler).__name__}.sample"))
 
 
 def checked_text(text, label: str) -> str:

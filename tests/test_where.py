@@ -1,0 +1,155 @@
+"""Where is honest: a diagnosis points at the line of the learner's code that produced the first
+value that differs (the assignment, or the `return`), not at the `def`; a step the learner computes
+inline is "not among the tensors your code names", which is not the same as "differs"; and a todo
+names the function that raised NotImplementedError, at its own line.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from conftest import EXERCISES, by_id, write_variant
+from test_sampling import raise_line
+
+from grader.checks import Tolerance
+from grader.diagnose import Candidate, first_divergence
+
+STEPS_BY_NAME = """        residual_mean = residual.mean(dim=-1, keepdim=True)
+        residual_var = residual.var(dim=-1, keepdim=True, unbiased=False)
+        residual_std = (residual_var + self.cfg.layer_norm_eps).sqrt()
+        normalized = (residual - residual_mean) / residual_std
+        return normalized * self.w + self.b
+"""
+MEAN, VAR = "residual.mean(dim=-1, keepdim=True)", "residual.var(dim=-1, keepdim=True, unbiased=False)"
+EPS = "self.cfg.layer_norm_eps"
+# Every step in the one return expression, right and with eps outside the square root.
+INLINE = f"        return (residual - {MEAN}) / ({VAR} + {EPS}).sqrt() * self.w + self.b\n"
+INLINE_EPS_OUTSIDE = f"        return (residual - {MEAN}) / ({VAR}.sqrt() + {EPS}) * self.w + self.b\n"
+# The standardised vector named, the statistics inline.
+NORMALIZED_EPS_OUTSIDE = (
+    f"        normalized = (residual - {MEAN}) / ({VAR}.sqrt() + {EPS})\n        return normalized * self.w + self.b\n"
+)
+EPS_HINT = "outside the square root"
+
+
+def line_of(package, file: str, code: str) -> int:
+    """The number of the one line of `file` that is `code`, stripped."""
+    lines = [i for i, line in enumerate((package / file).read_text().splitlines(), 1) if line.strip() == code.strip()]
+    assert len(lines) == 1, (code, lines)
+    return lines[0]
+
+
+def layernorm(grade, tmp_path, body: str):
+    package = write_variant(tmp_path, {"normalization.py": [(STEPS_BY_NAME, body)]})
+    return package, by_id(grade(package, "layernorm"))["layernorm"]
+
+
+def said(result) -> str:
+    return "\n".join(result.diagnosis())
+
+
+def test_layernorm_computed_inline_passes(grade, tmp_path):
+    _, result = layernorm(grade, tmp_path, INLINE)
+    assert result.status == "pass", result.message
+
+
+def test_an_inline_layernorm_written_wrong_points_at_its_return(grade, tmp_path):
+    package, result = layernorm(grade, tmp_path, INLINE_EPS_OUTSIDE)
+    line = line_of(package, "normalization.py", INLINE_EPS_OUTSIDE)
+    assert result.status == "fail" and EPS_HINT in result.hint, said(result)
+    assert "already differs" not in said(result)
+    assert result.divergence == (
+        "std, normalized are not among the tensors your code names; "
+        f"output is the first step that differs (normalization.py:{line})"
+    )
+    assert (result.file, result.line) == ("normalization.py", line)
+
+
+def test_a_step_named_wrong_points_at_its_assignment(grade, tmp_path):
+    package, result = layernorm(grade, tmp_path, NORMALIZED_EPS_OUTSIDE)
+    line = line_of(package, "normalization.py", NORMALIZED_EPS_OUTSIDE.splitlines()[0])
+    assert result.status == "fail" and EPS_HINT in result.hint, said(result)
+    assert result.divergence == (
+        "std is not among the tensors your code names; "
+        f"normalized is the first step that differs (normalization.py:{line})"
+    )
+    assert (result.file, result.line) == ("normalization.py", line)
+
+
+def test_a_named_step_that_differs_is_said_to_differ_at_its_line(grade, tmp_path):
+    wrong_std = "        residual_std = residual_var.sqrt() + self.cfg.layer_norm_eps\n"
+    package, result = layernorm(grade, tmp_path, STEPS_BY_NAME.replace(STEPS_BY_NAME.splitlines(True)[2], wrong_std))
+    line = line_of(package, "normalization.py", wrong_std)
+    assert (
+        result.divergence == f"std, the first step, already differs from the random reference (normalization.py:{line})"
+    )
+    assert result.line == line and EPS_HINT in result.hint
+
+
+# --- the comparison itself, on made-up tensors --------------------------------------------------
+
+TOLERANCE = Tolerance()
+
+
+def test_an_argument_never_stands_for_a_step():
+    """The input has the output's shape, but the learner's code was given it, not computed it."""
+    x, right, wrong = np.ones((1, 2, 3)), np.full((1, 2, 3), 2.0), np.full((1, 2, 3), 5.0)
+    steps = [("normalized", right), ("output", right + 1)]
+    candidates = [Candidate(x, "residual"), Candidate(wrong, "return", "f.py", 9)]
+    divergence = first_divergence(steps, candidates, TOLERANCE, "GPT-2")
+    assert (
+        divergence.text
+        == "normalized is not among the tensors your code names; output is the first step that differs (f.py:9)"
+    )
+    assert (divergence.file, divergence.line) == ("f.py", 9)
+    assert first_divergence(steps, [Candidate(x, "residual")], TOLERANCE) is None  # nothing produced: nothing to say
+
+
+def test_the_stand_in_comes_after_what_matched():
+    """A scratch tensor of the step's shape computed before the steps that matched is not the step's."""
+    a, b = np.zeros((2, 2)), np.ones((2, 2))
+    steps = [("q", a), ("scores", b)]
+    candidates = [
+        Candidate(b + 5, "scratch", "f.py", 3),
+        Candidate(a, "q", "f.py", 4),
+        Candidate(b + 1, "s", "f.py", 5),
+    ]
+    divergence = first_divergence(steps, candidates, TOLERANCE, "GPT-2")
+    assert divergence.text == "q matches GPT-2; scores is the first step that does not (f.py:5)"
+
+
+# --- todo: the function that raised, at its line ---------------------------------------------------
+
+
+def test_logit_lens_written_on_a_stub_block_blames_the_block(grade, tmp_path):
+    package = write_variant(tmp_path, {})
+    shutil.copy(EXERCISES / "block.py", package / "block.py")
+    result = by_id(grade(package, "interp.logit_lens"))["interp.logit_lens"]
+    line = raise_line(package / "block.py", "TransformerBlock.forward")
+    assert result.status == "todo"
+    assert result.message == f"TransformerBlock.forward is not implemented yet (block.py:{line})"
+    assert result.next_step == f"implement TransformerBlock.forward (block.py:{line})"
+
+
+def test_a_stub_logit_lens_on_a_written_model_blames_itself(grade, tmp_path):
+    package = write_variant(tmp_path, {})
+    shutil.copy(EXERCISES / "interp.py", package / "interp.py")
+    result = by_id(grade(package, "interp.logit_lens"))["interp.logit_lens"]
+    line = raise_line(package / "interp.py", "logit_lens")
+    assert result.message == f"logit_lens is not implemented yet (interp.py:{line})"
+    assert (result.file, result.line) == ("interp.py", line)
+
+
+@pytest.mark.parametrize("check_id", ["sampling.generate", "interp.direct_path", "beam.filter"])
+def test_a_check_run_by_a_driver_never_suggests_trace(check_id):
+    """A driver runs the learner's code without the recorder, so --trace prints nothing for it."""
+    from grader.checks import registry
+    from grader.results import CheckResult
+    from grader.verdict import next_step
+
+    (check,) = [c for c in registry() if c.id == check_id]
+    result = CheckResult(check.id, check.part, check.summary, "fail", 1, "differs", file="x.py", line=3)
+    said = next_step(check, result, "GPT-2")
+    assert "--trace" not in said and "x.py:3" in said
