@@ -21,13 +21,25 @@ GRADES ?= grades.csv
 # The learner's copy has no solutions/: its tests need the learner-test extra, not the dev toolchain.
 TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
 
-.PHONY: grade test stubs release notebooks batch clean
+# The course repository lints itself (ruff, in the dev extra) before its tests; a learner's copy
+# does not, as its grader and tests are not the learner's to change.
+LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
+
+.PHONY: grade test test-all lint stubs release notebooks batch clean
 
 grade: $(VENV)/.installed
 	$(VENV)/bin/grade $(ARGS)
 
-test: $(VENV)/.installed-$(TEST_EXTRA)
-	$(PY) -m pytest $(PYTEST_ARGS)
+# `make test`: the quick suite (a few minutes); `make test-all` adds the tests marked slow.
+test: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)
+	$(PY) -m pytest -m "not slow and not stress" $(PYTEST_ARGS)
+
+test-all: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)
+	$(PY) -m pytest -m "not stress" $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-dev
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
 
 release: $(VENV)/.installed-instructor
 	$(PY) -m grader.release $(RELEASE_DIR) --workflow $(WORKFLOW)

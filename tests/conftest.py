@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+from grader.results import Report
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "solutions"
@@ -39,22 +43,41 @@ def reference(isolated_caches):
 @pytest.fixture(scope="session")
 def grade(reference):
     """grade(package, *check_ids, **limits) -> Report, in this process; the learner's code still runs
-    in a child. One worker per set of limits serves the whole session, as in batch grading."""
+    in a child. One worker per set of limits serves the whole session, as in batch grading.
+
+    solutions/ and exercises/ never change during a session, so under the default limits each is
+    graded at every check once, and any selection of their checks is read from that grading: each
+    check runs in a fork of its own, so which other checks ran changes nothing.
+    """
     from grader.checks import select
     from grader.pipeline import grade_package
     from grader.runner import LearnerProcesses, Limits
 
     shared: dict = {}
+    graded_in_full: dict = {}
+
+    def graded(package: Path, checks: list, limits) -> Report:
+        if limits not in shared:
+            shared[limits] = LearnerProcesses(reference, limits)
+        return grade_package(package, checks, reference, processes=shared[limits])
 
     def run(package: Path, *check_ids: str, **limits):
-        key = Limits(**limits)
-        if key not in shared:
-            shared[key] = LearnerProcesses(reference, key)
-        return grade_package(package, select(check_ids), reference, processes=shared[key])
+        key, checks, where = Limits(**limits).settled(), select(check_ids), Path(package).resolve()
+        if where not in (SOLUTIONS, EXERCISES) or key != Limits().settled() or not key.fork:
+            return graded(package, checks, key)
+        if where not in graded_in_full:
+            graded_in_full[where] = graded(package, select(()), key)
+        return selected(graded_in_full[where], [check.id for check in checks])
 
     yield run
     for processes in shared.values():
         processes.close()
+
+
+def selected(report: Report, check_ids: list[str]) -> Report:
+    """A copy of `report` with only these checks, in this order."""
+    results = {result.id: result for result in report.checks}
+    return replace(report, checks=[copy.deepcopy(results[check_id]) for check_id in check_ids])
 
 
 def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base: Path = SOLUTIONS) -> Path:

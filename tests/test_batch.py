@@ -116,6 +116,7 @@ def batch(tmp_path_factory, reference):
     return {"root": root, "rows": rows, "sentinel": sentinel, "results": root / "grades-results"}
 
 
+@pytest.mark.slow
 def test_the_gradebook_has_one_row_per_submission_and_a_column_per_check(batch):
     with open(batch["root"] / "grades.csv", newline="") as handle:
         header = next(csv.reader(handle))
@@ -124,6 +125,7 @@ def test_the_gradebook_has_one_row_per_submission_and_a_column_per_check(batch):
     assert {row["max_score"] for row in batch["rows"].values()} == {str(sum(POINTS[i] for i in MODEL))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(GRADED))
 def test_each_graded_submission_gets_its_verdicts(batch, name):
     row = batch["rows"][name]
@@ -133,6 +135,7 @@ def test_each_graded_submission_gets_its_verdicts(batch, name):
     assert row["error"] == ""
 
 
+@pytest.mark.slow
 def test_a_submission_missing_modules_is_graded_on_what_it_has(batch):
     row = batch["rows"]["missing_files"]
     assert {check: row[check] for check in MODEL} == {
@@ -141,12 +144,14 @@ def test_a_submission_missing_modules_is_graded_on_what_it_has(batch):
     assert row["score"] == "2" and row["error"] == "missing " + ", ".join(MODEL_FILES)
 
 
+@pytest.mark.slow
 def test_submissions_that_cannot_be_graded_get_a_row_with_their_error(batch):
     empty = batch["rows"]["empty"]
     assert "no exercises/" in empty["error"]
     assert empty["score"] == "0" and all(empty[check] == "" for check in MODEL)
 
 
+@pytest.mark.slow
 def test_a_submission_that_kills_its_grading(batch):
     """Confined, the signal never reaches the grading: the checks that run the killing line error.
     Unconfined, it kills its own grading process and the row says so."""
@@ -160,11 +165,13 @@ def test_a_submission_that_kills_its_grading(batch):
         assert killer["score"] == "0" and all(killer[check] == "" for check in MODEL)
 
 
+@pytest.mark.slow
 def test_only_the_submission_exercises_are_read(batch):
     assert not batch["sentinel"].exists()
     assert batch["rows"]["correct"]["score"] == batch["rows"]["correct"]["max_score"]
 
 
+@pytest.mark.slow
 def test_one_json_result_per_submission(batch):
     schema = json.loads((REPO / "grader" / "schemas" / "report.schema.json").read_text())
     files = sorted(path.name for path in batch["results"].glob("*.json"))
@@ -191,6 +198,7 @@ def stuck_processes() -> list[int]:
     ]
 
 
+@pytest.mark.slow
 def test_a_submission_past_its_time_limit_is_stopped_with_its_processes(reference, tmp_path):
     from grader.batch import Options, grade_submission
 

@@ -4,6 +4,7 @@ proven where a damaged entry is rebuilt, in test_hostile.py.)"""
 
 from __future__ import annotations
 
+import pytest
 from conftest import EXERCISES, SOLUTIONS, write_variant
 from test_mistakes import MISTAKES
 
@@ -12,6 +13,7 @@ def comparable(report) -> list[tuple]:
     return [(c.id, c.status, c.message, c.max_abs_diff, c.hint, c.divergence, tuple(c.notes)) for c in report.checks]
 
 
+@pytest.mark.slow
 def test_skipping_random_init_changes_no_verdict(grade, tmp_path):
     """The solutions and the stubs on every check; each written-wrong variant on its own check."""
     runs = [(SOLUTIONS, ()), (EXERCISES, ())]

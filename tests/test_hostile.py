@@ -115,6 +115,7 @@ def test_exercises_may_not_delegate_to_the_reference(edits, fragment, grade, tmp
     assert results["embed"].status == "pass"
 
 
+@pytest.mark.slow
 def test_a_syntax_error_costs_only_the_checks_that_need_its_file(grade, tmp_path):
     package = write_variant(tmp_path, {"mlp.py": [("        post = gelu_new(pre)\n", "        post = gelu_new(pre\n")]})
     results = by_id(grade(package))
@@ -153,6 +154,7 @@ def test_learner_output_is_shown_with_its_check_and_neutralised(reference, tmp_p
     assert quiet.returncode == 0 and "PRINTED BY LEARNER" not in quiet.stdout + quiet.stderr
 
 
+@pytest.mark.slow
 def test_damaged_reference_cache_is_rebuilt_bit_for_bit(reference, tmp_path):
     """A damaged entry is reported and rebuilt, and the rebuild equals the cached entry exactly:
     a fresh build and a warm cache give the same verdicts."""
@@ -177,6 +179,7 @@ def test_damaged_reference_cache_is_rebuilt_bit_for_bit(reference, tmp_path):
         assert all(np.array_equal(fresh[key], cached[key], equal_nan=True) for key in fresh), name
 
 
+@pytest.mark.slow
 def test_unwritable_cache_still_grades(reference, tmp_path):
     """Also a fresh entry for another input seed, which the report names."""
     blocker = tmp_path / "not-a-directory"
@@ -199,6 +202,7 @@ def corrupt_hf_cache(root: Path) -> Path:
     return hub
 
 
+@pytest.mark.slow
 def test_corrupt_hugging_face_cache(reference, tmp_path):
     env = {"HF_HUB_CACHE": str(corrupt_hf_cache(tmp_path)), "GPT2_GRADER_CACHE": os.environ["GPT2_GRADER_CACHE"]}
     strict = run_grade("--reference", "gpt2", "--solutions", "embed", env=env)

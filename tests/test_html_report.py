@@ -67,6 +67,7 @@ def broken_attention_page(tmp_path_factory):
     return page
 
 
+@pytest.mark.slow
 def test_page_loads_without_errors_and_draws_its_images(broken_attention_page, tmp_path):
     seen = open_page(broken_attention_page, tmp_path)
     assert seen["errors"] == [] and seen["requests"] == []
@@ -79,6 +80,7 @@ def test_page_loads_without_errors_and_draws_its_images(broken_attention_page, t
     assert seen["lens_rows"] == 1 + 13  # the token row, then the stream before each of 12 blocks and after the last
 
 
+@pytest.mark.slow
 def test_the_check_detects_a_broken_page(tmp_path):
     """The same inspection on a page with a script error and a missing image reports both."""
     page = tmp_path / "broken.html"

@@ -103,6 +103,7 @@ def scores(course) -> dict:
     return scores
 
 
+@pytest.mark.slow
 def test_one_notebook_per_part_with_a_test_cell_per_check(course):
     notebooks = sorted(path.name for path in (course / "source" / ASSIGNMENT).glob("*.ipynb"))
     assert "1-model.ipynb" in notebooks and notebooks == sorted(parts_with_sources())
@@ -120,6 +121,7 @@ def test_one_notebook_per_part_with_a_test_cell_per_check(course):
         assert all("### BEGIN SOLUTION" in source for source in exercises)
 
 
+@pytest.mark.slow
 def test_the_released_notebooks_hold_no_solution_text(course):
     hidden = solution_lines()
     for name in parts_with_sources():
@@ -133,6 +135,7 @@ def test_the_released_notebooks_hold_no_solution_text(course):
         )
 
 
+@pytest.mark.slow
 def test_autograde_gives_the_filled_notebooks_full_marks_and_the_released_ones_none(course, scores):
     for name, checks in parts_with_sources().items():
         points = sum(check.points for check in checks)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from conftest import SOLUTIONS, run_grade
 
 PROMPT_IDS = [50256, 464, 3797, 3332, 319, 262, 2603]
@@ -32,6 +33,7 @@ def test_random_reference_has_no_identity_parameters(reference):
             assert not (tensor == 1).all(), f"{name} is all ones"
 
 
+@pytest.mark.slow
 def test_real_loading_path_from_a_local_model_cache(reference, tmp_path):
     """`from_pretrained_no_processing("gpt2")` served from a Hugging Face cache built on this machine."""
     hub = os.path.join(os.environ["GPT2_GRADER_CACHE"], "random-hub")

@@ -140,6 +140,7 @@ def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
         assert (release / target).is_file(), target
 
 
+@pytest.mark.slow
 def test_make_grade_there_runs_its_own_grader_and_everything_is_todo(reference, release, release_venv, tmp_path):
     # A `solutions` package that records being imported, first on every process's path.
     sentinel = tmp_path / "solutions-imported"
@@ -171,6 +172,7 @@ def test_make_grade_there_runs_its_own_grader_and_everything_is_todo(reference, 
     assert Path(imported.stdout.strip()).is_relative_to(release), imported.stdout + imported.stderr
 
 
+@pytest.mark.slow
 def test_the_release_tests_pass_there_without_solutions(release, release_venv):
     tested = make(release, release_venv, "test", "PYTEST_ARGS=-q -p no:cacheprovider")
     assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]
@@ -351,6 +353,7 @@ def grade_release(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workflow", ["classroom", "grade"])
 def test_the_learner_readme_names_only_what_the_release_ships(request, release_venv, workflow):
     release = request.getfixturevalue({"classroom": "release", "grade": "grade_release"}[workflow])
@@ -359,6 +362,7 @@ def test_the_learner_readme_names_only_what_the_release_ships(request, release_v
     assert f".github/workflows/{workflow}.yml" in readme  # the workflow it ships, by name
 
 
+@pytest.mark.slow
 def test_the_readme_check_flags_what_a_release_lacks(release, release_venv, tmp_path):
     copy = tmp_path / "learner"
     subprocess.run(["cp", "-a", str(release), str(copy)], check=True)

@@ -77,6 +77,7 @@ FORGED_INIT = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("init", list(FORGED_INIT.values()), ids=list(FORGED_INIT))
 def test_untouched_stubs_score_nothing_whatever_init_does(init, grade, tmp_path):
     package = write_variant(tmp_path, {}, base=EXERCISES)
@@ -373,6 +374,7 @@ def test_github_result_cannot_be_broken_out_of(tmp_path):
     assert len(github.summary(report).encode()) < 2**20
 
 
+@pytest.mark.slow
 def test_notebook_verdicts_come_from_a_process_of_their_own(reference, monkeypatch, tmp_path):
     """What the learner's cells did to the kernel (here: the grader's verdict patched) changes nothing."""
     from grader import verdict

@@ -83,6 +83,7 @@ MISTAKES = {
 }
 
 
+@pytest.mark.slow
 def test_solutions_pass_every_training_check(grade):
     report = grade(SOLUTIONS, "training", timeout=OUTCOME_TIMEOUT)
     assert [c.id for c in report.checks] == list(TRAINING_CHECKS)
@@ -106,6 +107,7 @@ def test_mistake_fails_at_its_check_with_its_hint(grade, tmp_path, mistake):
     assert hint in (result.hint or ""), (result.message, result.hint)
 
 
+@pytest.mark.slow
 def test_a_loop_without_the_shift_fails_the_outcome(grade, tmp_path):
     result = by_id(
         grade(write_variant(tmp_path, {"training.py": NO_SHIFT}), "training.trainer", timeout=OUTCOME_TIMEOUT)
