@@ -153,3 +153,45 @@ def test_a_check_run_by_a_driver_never_suggests_trace(check_id):
     result = CheckResult(check.id, check.part, check.summary, "fail", 1, "differs", file="x.py", line=3)
     said = next_step(check, result, "GPT-2")
     assert "--trace" not in said and "x.py:3" in said
+
+
+# --- the recorder: which line produced each tensor ---------------------------------------------------
+
+TRACED = """import torch
+
+
+def f(x):
+    y = x * 2
+    z = (
+        y
+        + 1
+    )
+    w = torch.stack([t * 3 for t in z])
+    return w.sum(dim=0)
+"""
+
+
+def test_the_recorder_keeps_the_line_of_each_binding_and_return(tmp_path):
+    """An argument has no line; a statement over several lines is at its first; a return at its own."""
+    import importlib.util
+
+    import torch
+
+    from grader.learner import Recorder
+
+    (tmp_path / "traced.py").write_text(TRACED)
+    spec = importlib.util.spec_from_file_location("traced", tmp_path / "traced.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    recorder = Recorder(tmp_path, ["locals"], ["locals"], None, "", "f")
+    with recorder:
+        module.f(torch.ones(2, 2))
+    lines = {(r["name"], r["kind"]): (r["file"], r["line"]) for r in recorder.records if r["tag"] == "f"}
+    assert lines == {
+        ("x", "locals"): ("traced.py", None),
+        ("y", "locals"): ("traced.py", 5),
+        ("z", "locals"): ("traced.py", 6),
+        ("w", "locals"): ("traced.py", 10),
+        ("return", "returns"): ("traced.py", 11),
+    }
+    assert len(recorder.kept) == len(recorder.records)  # a return travels back with the locals
