@@ -14,7 +14,11 @@ import pytest
 from conftest import REPO, write_variant
 from test_interrupt import default_sigint
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")]
+from grader.checks import select
+from grader.results import CheckResult
+from grader.watch import SavedPython, changes_line, check_lines, regraded
+
+in_a_terminal = pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
 
 CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours and cursor moves: not what the learner reads
 N_MINUS_1 = ("unbiased=False", "unbiased=True")
@@ -53,6 +57,8 @@ def save(package, file: str, edit: tuple[str, str] | None = None, original: str 
     return text
 
 
+@pytest.mark.slow
+@in_a_terminal
 def test_a_save_regrades_its_check_and_says_what_changed_and_ctrl_c_ends_it(reference, tmp_path):
     package = write_variant(tmp_path, {})
     child = start_watching(package, "layernorm")
@@ -81,6 +87,8 @@ def test_a_save_regrades_its_check_and_says_what_changed_and_ctrl_c_ends_it(refe
     assert not [p.pid for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.slow
+@in_a_terminal
 def test_a_syntax_error_is_one_line_for_its_files_checks_and_other_files_are_ignored(reference, tmp_path):
     package = write_variant(tmp_path, {})
     child = start_watching(package, "attention", "layernorm")
@@ -100,3 +108,58 @@ def test_a_syntax_error_is_one_line_for_its_files_checks_and_other_files_are_ign
     assert "attention: error -> pass" in " ".join(mended)
     child.kill(signal.SIGINT)
     child.expect(pexpect.EOF)
+
+
+def ids(checks) -> list[str]:
+    return [check.id for check in checks]
+
+
+def test_a_save_regrades_its_files_watched_checks_and_a_shared_file_all_of_them():
+    watched = select(["layernorm", "attention"])
+    assert ids(regraded(["attention.py"], watched)) == ["attention.causal_mask", "attention"]
+    assert regraded(["mlp.py"], watched) == []  # a file of checks not watched
+    assert regraded(["config.py"], watched) == watched  # imported by every module
+    assert regraded(["helpers/util.py", "mlp.py"], watched) == watched
+
+
+def test_only_python_files_outside_pycache_and_editors_temporary_files_count(tmp_path):
+    package = tmp_path / ".venv" / "exercises"  # where the package lives does not matter
+    saved = SavedPython(package)
+    assert saved(None, str(package / "attention.py")) and saved(None, str(package / "helpers" / "util.py"))
+    for ignored in ("notes.txt", "__pycache__/attention.py", ".attention.py.swp", "attention.py~"):
+        assert not saved(None, str(package / ignored)), ignored
+
+
+def result(check_id: str, status: str, **fields) -> CheckResult:
+    return CheckResult(check_id, "model", "", status, 1, **fields)
+
+
+def test_what_changed_names_each_move_and_each_check_that_stopped_passing():
+    now = [result("a", "pass"), result("b", "fail"), result("c", "fail")]
+    line = changes_line({"a": "fail", "b": "pass", "c": "fail"}, now).plain
+    assert line == "  since the last run: a: fail -> pass; newly failing: b (pass -> fail)"
+    assert changes_line({"a": "pass"}, [result("a", "pass")]).plain == "  since the last run: no change"
+
+
+def test_errors_from_one_line_share_a_line_and_a_failure_gets_its_next_step():
+    syntax = {"message": "SyntaxError: invalid syntax (attention.py, line 3)", "file": "attention.py", "line": 3}
+    shown = [
+        line.plain
+        for line in check_lines(
+            [
+                result("attention.causal_mask", "error", **syntax),
+                result(
+                    "attention",
+                    "error",
+                    **{**syntax, "message": "fix attention.causal_mask first; " + syntax["message"]},
+                ),
+                result("layernorm", "fail", message="differs", hint="eps outside the square root"),
+            ]
+        )
+    ]
+    assert [line.split()[:3] for line in shown[:1]] == [["attention.causal_mask,", "attention", "ERROR"]]
+    assert (
+        shown[1].split()[:2] == ["layernorm", "FAIL"]
+        and shown[2].strip() == "next: most likely: eps outside the square root"
+    )
+    assert len(shown) == 3
