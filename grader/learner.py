@@ -34,6 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import sandbox, wire
+from .drivers.replay import replaying
 from .wire import Capture, CaseSpec, Request
 
 PACKAGE_NAME = "learner_package"
@@ -302,14 +303,16 @@ def target_function(ctx: CaseContext):
 
 
 def call_target(ctx: CaseContext, args: list, capture: Capture | None = None):
-    """The default driver: call the target, recording its intermediates when asked to."""
+    """The default driver: call the target, recording its intermediates when asked to; the submodules
+    the case ships GPT-2's outputs for answer them (`grader.drivers.replay`)."""
     function = target_function(ctx)
-    if not capture:
-        return function(*args)
     root = getattr(function, "__self__", None)
+    if not capture:
+        with replaying(ctx, root):
+            return function(*args)
     root_tag = (ctx.case.weights or "").rstrip(".")
     recorder = Recorder(ctx.package.path, capture.modes, capture.keep, root, root_tag, ctx.target["name"])
-    with recorder:
+    with recorder, replaying(ctx, root):
         try:
             return function(*args)
         finally:

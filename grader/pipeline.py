@@ -1,4 +1,4 @@
-"""The grading pipeline in one call: learner's process -> verdicts -> one `Report`."""
+"""The grading pipeline in one call: learner's process -> verdicts -> failing parts named -> one `Report`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from . import sandbox
 from .checks import Check
+from .dependencies import with_failing_parts
 from .refcache import ReferenceData, Seal
 from .results import Report
 from .runner import FORK_SWITCH, LearnerProcesses, Limits
@@ -47,6 +48,6 @@ def grade_package(
     problem = seal.broken()
     if problem:
         raise ReferenceTampered(problem)
-    results = [judge(check, outcomes[check.id], reference) for check in checks]
+    results = with_failing_parts([judge(check, outcomes[check.id], reference) for check in checks])
     seed = reference.meta.get("seed", 0)
     return Report(reference.kind, str(package), results, reference.fallback_reason, seed, sandbox_line(limits))

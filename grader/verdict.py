@@ -98,7 +98,7 @@ def verdict(evidence: Evidence, result: CheckResult, where: wire.Place | None) -
             diagnose(evidence, failure.case, result)
         return None
     if outcome.status == "error":
-        return _set(result, "error", reply.error + at(where))
+        return _set(result, "error", reply.error + at(where) + raised_on(evidence))
     if reply.bad_output:
         bad = reply.bad_output
         return _set(result, "fail", f"{check.target.label} {bad.problem} on {bad.case}")
@@ -153,6 +153,12 @@ def reported_failure(evidence: Evidence, failures: list[Failure]) -> Failure | N
         first = failures[0]
         return Failure(first.case, f"{first.message}; {evidence.cases[first.case].hint}", True)
     return next((f for f in failures if f not in hinted), None)
+
+
+def raised_on(evidence: Evidence) -> str:
+    """ " on one_position: <its hint>" when the learner's code raised on a case built to expose one mistake."""
+    case = next((name for name in evidence.cases if name not in evidence.reply.outputs), None)
+    return f" on {case}: {evidence.cases[case].hint}" if case and evidence.cases[case].hint else ""
 
 
 def modified_input(evidence: Evidence, case: str) -> bool:

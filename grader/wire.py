@@ -54,6 +54,14 @@ def extra_key(case: str, name: str) -> str:
     return f"{case}/{name}"
 
 
+REPLAY = "replay/"  # the extras of a case whose target's submodules answer GPT-2's outputs (grader.drivers.replay)
+
+
+def replay_names(path: str) -> tuple[str, str]:
+    """The extras holding GPT-2's input to the submodule at `path` and its output for that input."""
+    return f"{REPLAY}{path}/input", f"{REPLAY}{path}/output"
+
+
 def output_key(case: str) -> str:
     return f"{case}/out"
 

@@ -35,6 +35,16 @@ ATTENTION_SDPA = """        x = normalized_resid_pre.unsqueeze(1)
         return (z @ self.W_O).sum(dim=1) + self.b_O
 """
 
+BLOCK_BODY = """resid_mid = resid_pre + self.attn(self.ln1(resid_pre))
+        resid_post = resid_mid + self.mlp(self.ln2(resid_mid))
+        return resid_post"""
+BLOCK_LOOP = """residual = resid_pre
+        for norm, sublayer in ((self.ln1, self.attn), (self.ln2, self.mlp)):
+            residual = residual + sublayer(norm(residual))
+        return residual"""
+BLOCK_FORWARD = """resid_mid = torch.add(self.attn.forward(self.ln1.forward(resid_pre)), resid_pre)
+        return resid_mid.double().add(self.mlp.forward(self.ln2.forward(resid_mid)).double()).float()"""
+
 
 def replace_attention_body(new_body: str) -> list[tuple[str, str]]:
     source = (__import__("conftest").SOLUTIONS / "attention.py").read_text()
@@ -90,6 +100,17 @@ ALTERNATIVES = {
     "torch.where with a positional mask": (MASK_CHECKS, {"attention.py": [(MASK_FILL, MASK_BY_WHERE)]}),
     "a softmax by hand with the max subtracted": (["attention", "block"], {"attention.py": [(SOFTMAX, SHIFTED)]}),
     "LayerNorm by rsqrt of the mean square": (["layernorm", "block"], {"normalization.py": [(DIVIDE, RSQRT)]}),
+    # The block is graded with GPT-2's sublayer outputs replayed into it: any right wiring gets them.
+    "a block that loops over its (norm, sublayer) pairs": (["block"], {"block.py": [(BLOCK_BODY, BLOCK_LOOP)]}),
+    "a block that calls forward and adds in float64": (
+        ["block"],
+        {
+            "block.py": [
+                (BLOCK_BODY, BLOCK_FORWARD),
+                ("from torch import Tensor, nn", "import torch\nfrom torch import Tensor, nn"),
+            ]
+        },
+    ),
     "torch's tanh GELU": (
         ["gelu_new", "mlp"],
         {

@@ -28,7 +28,7 @@ GRADED = {
     "correct": ({}, {}),
     "partly_wrong": (
         {"normalization.py": [("unbiased=False", "unbiased=True")]},
-        dict.fromkeys(("layernorm", "block", "transformer"), "fail"),
+        dict.fromkeys(("layernorm", "transformer"), "fail"),  # the block is graded with GPT-2's sublayers
     ),
     "crashing": (
         {
@@ -36,7 +36,7 @@ GRADED = {
                 ("        q = einops.einsum(", "        __import__('os').abort()\n        q = einops.einsum(")
             ]
         },
-        dict.fromkeys(("attention", "block", "transformer"), "error"),
+        dict.fromkeys(("attention", "transformer"), "error"),
     ),
     "hanging": (
         {

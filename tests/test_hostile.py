@@ -40,12 +40,9 @@ def test_patched_comparisons_and_zeros_score_nothing_where_they_touch(grade, tmp
         },
     )
     results = by_id(grade(package))
-    assert {i: results[i].status for i in ("attention", "block", "transformer")} == {
-        "attention": "fail",
-        "block": "fail",
-        "transformer": "fail",
-    }
-    untouched = ("embed", "pos_embed", "layernorm", "attention.causal_mask", "gelu_new", "mlp", "unembed")
+    assert {i: results[i].status for i in ("attention", "transformer")} == {"attention": "fail", "transformer": "fail"}
+    # The block is graded with GPT-2's sublayer outputs replayed into it, so its right wiring passes.
+    untouched = ("embed", "pos_embed", "layernorm", "attention.causal_mask", "gelu_new", "mlp", "block", "unembed")
     assert {i: results[i].status for i in untouched} == {i: "pass" for i in untouched}
     assert sum(results[i].score for i in untouched) == sum(results[i].max_score for i in untouched)
 

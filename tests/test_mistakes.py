@@ -23,6 +23,10 @@ ON_LARGE, OVERFLOWS = (
 SOFTMAX = "attn_pattern = attn_scores_masked.softmax(dim=-1)"
 EXP_OVER_SUM = "exps = attn_scores_masked.exp()\n        attn_pattern = exps / exps.sum(dim=-1, keepdim=True)"
 TANH_BY_EXP = "(torch.exp(2 * inner) - 1) / (torch.exp(2 * inner) + 1)"
+POSITIONS = (
+    "positions = self.W_pos[:seq_len]\n"
+    '        return einops.repeat(positions, "posn d_model -> batch posn d_model", batch=batch)'
+)
 
 # name: (check, edits, fragment of the message, fragment of the hint or None when no hint is expected)
 MISTAKES = {
@@ -68,16 +72,23 @@ MISTAKES = {
     ),
     "positions looked up by token id": (
         "pos_embed",
-        {
-            "embedding.py": [
-                (
-                    'positions = self.W_pos[:seq_len]\n        return einops.repeat(positions, "posn d_model -> batch posn d_model", batch=batch)',
-                    "return self.W_pos[tokens]",
-                )
-            ]
-        },
+        {"embedding.py": [(POSITIONS, "return self.W_pos[tokens]")]},
         "differs from the random reference on small_ids",
         "by token id",
+    ),
+    # The most common mistake in published ARENA code: it broadcasts when added, so the learner's model runs.
+    "PosEmbed without the batch axis": (
+        "pos_embed",
+        {"embedding.py": [(POSITIONS, "return self.W_pos[:seq_len]")]},
+        "output shape (9, 768), expected (2, 9, 768)",
+        "the batch axis is missing: (posn, d_model) broadcasts when added, so your model runs, "
+        "but PosEmbed must return (batch, posn, d_model)",
+    ),
+    "PosEmbed with a batch axis of size 1": (
+        "pos_embed",
+        {"embedding.py": [(POSITIONS, "return self.W_pos[:seq_len].unsqueeze(0)")]},
+        "output shape (1, 9, 768), expected (2, 9, 768)",
+        "the batch axis has size 1",
     ),
     "no 1/sqrt(d_head) scaling": (
         "attention",
@@ -175,6 +186,12 @@ MISTAKES = {
         {"block.py": [("self.mlp(self.ln2(resid_mid))", "self.mlp(self.ln1(resid_mid))")]},
         DIFFERS,
         "ln1 is used before the MLP",
+    ),
+    "ln2 reading the block's input": (
+        "block",
+        {"block.py": [("self.mlp(self.ln2(resid_mid))", "self.mlp(self.ln2(resid_pre))")]},
+        DIFFERS,
+        "the MLP reads ln2(resid_pre), the block's input",
     ),
     "LayerNorm after the residual add": (
         "block",

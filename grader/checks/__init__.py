@@ -79,6 +79,7 @@ class Check:
     notes: Callable[[dict[str, Any]], list[str]] | None = None
     expected_from: str = "GPT-2"  # where the expected values come from, as failure messages say
     min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
+    uses: tuple[str, ...] = ()  # the checks of the parts its target calls: a failure there is named first
 
 
 PARTS = (

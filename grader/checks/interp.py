@@ -253,6 +253,7 @@ CHECKS = (
         "the logit lens",
         logit_lens_cases,
         tolerance=Tolerance(atol=1e-3, rtol=1e-4),
+        uses=("embed", "pos_embed", "layernorm", "block", "unembed"),
     ),
     Check(
         "interp.qk_circuit",
@@ -286,6 +287,7 @@ CHECKS = (
         interp("direct_path_logits", "on_model"),
         "the direct path's logits",
         direct_path_cases,
+        uses=("embed", "unembed"),
     ),
     Check(
         "interp.is_tied",

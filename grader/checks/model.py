@@ -1,8 +1,13 @@
 """Part 1: the model. Each module is fed GPT-2's own input activation and compared with its output.
 
+One mistake costs one module: the block is also given GPT-2's own sublayer outputs (replayed into the learner's
+ln1, attn, ln2 and mlp when they are called with GPT-2's inputs, see `grader.drivers.replay`), so it grades the
+block's wiring alone, and the whole model is the one check that integrates every module.
+
 Beside those, each check has a few stress inputs that real bugs need and GPT-2's activations on a short prompt
-never reach: exact zeros and ties, magnitudes beyond GPT-2's largest, hundreds of positions. Each says why in a
-comment, and the ones aimed at one mistake carry a hint and that mistake's output.
+never reach: exact zeros and ties, magnitudes beyond GPT-2's largest, hundreds of positions, BOS alone (one
+position, batch 1). Each says why in a comment, and the ones aimed at one mistake carry a hint and that mistake's
+output.
 
 Each case also carries GPT-2's intermediates (`steps`, to find where a learner's computation
 first leaves GPT-2's) and what the classic mistakes output (`mistakes`, to name the one a learner
@@ -16,6 +21,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ..compare import causal_mask
+from ..wire import replay_names
 from . import Case, Check, Target, Tolerance
 
 if TYPE_CHECKING:
@@ -34,6 +40,10 @@ GPT2_FIRST_POSITION_NORM, GPT2_LARGEST_SCORE, BEYOND = 3000.0, 100.0, 2.0
 ZEROS_MASKED = "allowed scores equal to 0 were masked: build the mask from positions, not from the values"
 SOFTMAX_OVERFLOWS = "the softmax overflows on large scores: subtract the max or use torch.softmax"
 TANH_OVERFLOWS = "tanh overflows on large inputs: use torch.tanh rather than a ratio of exponentials"
+ONE_POSITION = (
+    "it fails only on a one-position sequence (batch 1, as in the first sampling step from a bare prompt): "
+    "nothing may assume more than one position or sequence (no squeeze)"
+)
 ATTENTION_STEPS = {
     "q": "hook_q",
     "k": "hook_k",
@@ -47,6 +57,11 @@ ATTENTION_STEPS = {
 def _layers(ref: Reference) -> tuple[int, int]:
     """The first and the last block: the last one sees GPT-2's largest activations."""
     return 0, ref.n_layers - 1
+
+
+def _one_position(ref: Reference) -> str:
+    """The token set of BOS alone, (1, 1): the first step of sampling from a bare prompt."""
+    return ref.long_tokens(1)
 
 
 def _generator(ref: Reference, salt: int):
@@ -207,6 +222,8 @@ def block_mistakes(ref: Reference, layer: int, resid_pre: Tensor) -> dict[str, T
         + sub("mlp", sub("ln2", no_attn_residual)),
         "the MLP residual is missing: resid_post = resid_mid + mlp(ln2(resid_mid))": sub("mlp", sub("ln2", mid)),
         "ln1 is used before the MLP too: the MLP reads ln2(resid_mid)": mid + sub("mlp", sub("ln1", mid)),
+        "the MLP reads ln2(resid_pre), the block's input: it reads ln2(resid_mid), the stream after attention": mid
+        + sub("mlp", sub("ln2", resid_pre)),
         "LayerNorm comes after the residual add: normalise what each sublayer reads, not the stream": sub(
             "ln2", post_ln_mid + sub("mlp", post_ln_mid)
         ),
@@ -240,26 +257,42 @@ def transformer_mistakes(ref: Reference, acts: dict[str, Tensor]) -> dict[str, T
 def embed_cases(ref: Reference) -> list[Case]:
     # After the prompt and a batch of two: hundreds of positions in one sequence, the last token id (BOS) first.
     names = (*TOKEN_SETS, ref.long_tokens(LONG))
-    return [Case(name, [ref.tokens[name]], ref.activations(name)["hook_embed"], weights="embed.") for name in names]
+    cases = [Case(name, [ref.tokens[name]], ref.activations(name)["hook_embed"], weights="embed.") for name in names]
+    one = _one_position(ref)
+    out = ref.activations(one)["hook_embed"]
+    return cases + [Case("one_position", [ref.tokens[one]], out, weights="embed.", hint=ONE_POSITION)]
 
 
 def pos_embed_cases(ref: Reference) -> list[Case]:
     import torch
 
+    W_pos = ref.parameters_of("pos_embed")["W_pos"]
+
+    def case(name, tokens, mistakes=None, hint=""):
+        mistakes = (mistakes or {}) | batch_axis_mistakes(W_pos, tokens)
+        return Case(name, [tokens], ref.call("pos_embed", tokens), weights="pos_embed.", hint=hint, mistakes=mistakes)
+
     # Token ids below n_ctx first: looking positions up by token id then gives wrong values
     # rather than an index error, so the mistake is reported as a difference.
     small_ids = torch.randint(0, ref.n_ctx, (2, 9), generator=ref.generator)
-    by_id = {
-        "positions are looked up by token id: index W_pos by position (0, 1, 2, ...)": ref.parameters_of("pos_embed")[
-            "W_pos"
-        ][small_ids]
-    }
-    cases = [Case("small_ids", [small_ids], ref.call("pos_embed", small_ids), weights="pos_embed.", mistakes=by_id)]
-    acts = {name: ref.activations(name)["hook_pos_embed"] for name in TOKEN_SETS}
-    cases += [Case(name, [ref.tokens[name]], out, weights="pos_embed.") for name, out in acts.items()]
+    by_id = {"positions are looked up by token id: index W_pos by position (0, 1, 2, ...)": W_pos[small_ids]}
+    cases = [case("small_ids", small_ids, by_id), *(case(name, ref.tokens[name]) for name in TOKEN_SETS)]
     # The whole context: every row of W_pos, the last one (n_ctx - 1) included.
     full = torch.randint(0, ref.d_vocab, (1, ref.n_ctx), generator=_generator(ref, 1))
-    return cases + [Case("full_context", [full], ref.call("pos_embed", full), weights="pos_embed.")]
+    return cases + [case("full_context", full), case("one_position", ref.tokens[_one_position(ref)], hint=ONE_POSITION)]
+
+
+def batch_axis_mistakes(W_pos: Tensor, tokens: Tensor) -> dict[str, Tensor]:
+    """The positions' rows without the batch axis, or with one of size 1: either broadcasts when added to the
+    token embedding, so the learner's whole model runs and even matches GPT-2's, but PosEmbed itself is wrong."""
+    rows = W_pos[: tokens.shape[-1]]
+    must = "PosEmbed must return (batch, posn, d_model): repeat the rows over the batch"
+    return {
+        f"the batch axis is missing: (posn, d_model) broadcasts when added, so your model runs, but {must}": rows,
+        f"the batch axis has size 1: (1, posn, d_model) broadcasts when added, so your model runs, but {must}": rows[
+            None
+        ],
+    }
 
 
 def _layernorm_case(ref: Reference, name: str, path: str, x: Tensor, hint: str = "", named_mistakes=True) -> Case:
@@ -298,7 +331,9 @@ def layernorm_cases(ref: Reference) -> list[Case]:
     long, (norm, _) = ref.long_tokens(LONG), _magnitudes(ref)
     massive = _massive_first_position(ref.activations(long)[f"blocks.{last}.hook_resid_mid"], norm)
     path = f"blocks.{last}.ln2"
-    return cases + [_layernorm_case(ref, f"{path}.{long}.massive_bos", path, massive, named_mistakes=False)]
+    cases.append(_layernorm_case(ref, f"{path}.{long}.massive_bos", path, massive, named_mistakes=False))
+    one = ref.activations(_one_position(ref))[f"blocks.{first}.hook_resid_pre"]
+    return cases + [_layernorm_case(ref, f"blocks.{first}.ln1.one_position", f"blocks.{first}.ln1", one, ONE_POSITION)]
 
 
 def causal_mask_cases(ref: Reference) -> list[Case]:
@@ -306,7 +341,9 @@ def causal_mask_cases(ref: Reference) -> list[Case]:
 
     def case(name, scores, hint=""):
         future = torch.triu(torch.ones(scores.shape[-2:], dtype=torch.bool), diagonal=1)
-        by_value = {ZEROS_MASKED: scores.masked_fill(future | (scores == 0), float("-inf"))} if hint else {}
+        by_value = (
+            {ZEROS_MASKED: scores.masked_fill(future | (scores == 0), float("-inf"))} if hint == ZEROS_MASKED else {}
+        )
         masked = scores.masked_fill(future, float("-inf"))
         return Case(name, [scores], masked, weights="blocks.0.attn.", hint=hint, mistakes=by_value)
 
@@ -316,7 +353,10 @@ def causal_mask_cases(ref: Reference) -> list[Case]:
     cases.append(case("integer_scores", integers, ZEROS_MASKED))
     # Hundreds of positions, batch 1, the largest score beyond GPT-2's largest.
     scores = torch.randn(1, ref.n_heads, LONG, LONG, generator=_generator(ref, 3))
-    return cases + [case(f"long{LONG}.large", scores * (_magnitudes(ref)[1] / scores.abs().max()))]
+    cases.append(case(f"long{LONG}.large", scores * (_magnitudes(ref)[1] / scores.abs().max())))
+    # One query and one key. The signature carries no offset of the queries, so the mask is only ever asked for
+    # as many queries as keys (CachedAttention masks its chunks itself): no case has query_pos != key_pos.
+    return cases + [case("scores_1x1", torch.randn(1, ref.n_heads, 1, 1, generator=_generator(ref, 4)), ONE_POSITION)]
 
 
 def _sublayer_input(ref: Reference, tokens: str, layer: int, norm: str, resid_hook: str) -> Tensor:
@@ -339,7 +379,7 @@ def _sublayer_cases(
     ref: Reference, sublayer: str, norm: str, resid_hook: str, step_hooks: dict[str, str], mistakes
 ) -> list[Case]:
     """Attention or the MLP of the first and last block, fed its LayerNorm's output on GPT-2's stream, then
-    a long sequence (batch 1) in the last block."""
+    a long sequence (batch 1) in the last block and BOS alone in the first."""
     cases = []
     for layer in _layers(ref):
         for name in TOKEN_SETS:
@@ -348,7 +388,10 @@ def _sublayer_cases(
             cases.append(_sublayer_case(ref, f"blocks.{layer}.{name}", path, x, step_hooks, mistakes))
     last, long = ref.n_layers - 1, ref.long_tokens(LONG)
     x = _sublayer_input(ref, long, last, norm, resid_hook)
-    return cases + [_sublayer_case(ref, f"blocks.{last}.{long}", f"blocks.{last}.{sublayer}", x, step_hooks)]
+    cases.append(_sublayer_case(ref, f"blocks.{last}.{long}", f"blocks.{last}.{sublayer}", x, step_hooks))
+    one = _sublayer_input(ref, _one_position(ref), 0, norm, resid_hook)
+    path = f"blocks.0.{sublayer}"
+    return cases + [_sublayer_case(ref, "blocks.0.one_position", path, one, step_hooks, hint=ONE_POSITION)]
 
 
 def attention_cases(ref: Reference) -> list[Case]:
@@ -419,7 +462,11 @@ def _tanh_by_exp(y: Tensor) -> Tensor:
     return (e - 1) / (e + 1)
 
 
-def _block_case(ref: Reference, name: str, layer: int, resid_pre: Tensor, named_mistakes: bool = True) -> Case:
+def _block_case(
+    ref: Reference, name: str, layer: int, resid_pre: Tensor, named_mistakes: bool = True, hint: str = ""
+) -> Case:
+    """GPT-2's block at `layer` on `resid_pre`, with GPT-2's sublayer outputs to replay into the learner's."""
+
     def sub(part, x):
         return ref.call(f"blocks.{layer}.{part}", x)
 
@@ -431,7 +478,22 @@ def _block_case(ref: Reference, name: str, layer: int, resid_pre: Tensor, named_
     steps["resid_post"] = steps["resid_mid"] + steps["mlp"]
     mistakes = block_mistakes(ref, layer, resid_pre) if named_mistakes else {}
     out = ref.call(f"blocks.{layer}", resid_pre)
-    return Case(name, [resid_pre], out, weights=f"blocks.{layer}.", steps=steps, mistakes=mistakes)
+    replay = _replay(
+        {"ln1": (resid_pre, steps["ln1"]), "attn": (steps["ln1"], steps["attn"])}
+        | {"ln2": (steps["resid_mid"], steps["ln2"]), "mlp": (steps["ln2"], steps["mlp"])}
+    )
+    return Case(
+        name, [resid_pre], out, weights=f"blocks.{layer}.", hint=hint, extra=replay, steps=steps, mistakes=mistakes
+    )
+
+
+def _replay(sublayers: dict[str, tuple[Tensor, Tensor]]) -> dict[str, Tensor]:
+    """What each sublayer gets from GPT-2's block and returns, for the learner's block to be given the same:
+    the block check then grades the block's own wiring (see `grader.drivers.replay`). The block's output is
+    not among them."""
+    return {
+        name: value for path, pair in sublayers.items() for name, value in zip(replay_names(path), pair, strict=True)
+    }
 
 
 def block_cases(ref: Reference) -> list[Case]:
@@ -443,67 +505,49 @@ def block_cases(ref: Reference) -> list[Case]:
     # Hundreds of positions, batch 1, the first with a residual norm beyond GPT-2's largest (its BOS position's).
     last, long, (norm, _) = ref.n_layers - 1, ref.long_tokens(LONG), _magnitudes(ref)
     massive = _massive_first_position(resid_pre(long, last), norm)
-    return cases + [_block_case(ref, f"blocks.{last}.{long}.massive_bos", last, massive, named_mistakes=False)]
+    cases.append(_block_case(ref, f"blocks.{last}.{long}.massive_bos", last, massive, named_mistakes=False))
+    return cases + [_block_case(ref, "blocks.0.one_position", 0, resid_pre(_one_position(ref), 0), hint=ONE_POSITION)]
 
 
 def unembed_cases(ref: Reference) -> list[Case]:
     import torch
 
-    last = ref.n_layers - 1
-    forgot = "b_U is not added to the logits"
-    cases = []
-    for name in TOKEN_SETS:
-        acts = ref.activations(name)
-        normalized = ref.call("ln_final", acts[f"blocks.{last}.hook_resid_post"])
-        out = acts["unembed.hook_out"]
-        cases.append(
-            Case(
-                name,
-                [normalized],
-                out,
-                weights="unembed.",
-                mistakes={forgot: out - ref.parameters_of("unembed")["b_U"]},
-            )
-        )
+    last, forgot = ref.n_layers - 1, "b_U is not added to the logits"
+
+    def normalized(tokens: str) -> Tensor:
+        return ref.call("ln_final", ref.activations(tokens)[f"blocks.{last}.hook_resid_post"])
+
+    def case(name: str, tokens: str, hint: str = "") -> Case:
+        out, b_U = ref.activations(tokens)["unembed.hook_out"], ref.parameters_of("unembed")["b_U"]
+        return Case(name, [normalized(tokens)], out, weights="unembed.", hint=hint, mistakes={forgot: out - b_U})
+
+    cases = [case(name, name) for name in TOKEN_SETS]
     # GPT-2's b_U is all zeros, so a forgotten bias would pass on the real weights alone.
     b_U = 0.5 * torch.randn(ref.d_vocab, generator=ref.generator)
-    out = ref.call("unembed", normalized, overrides={"b_U": b_U})
-    cases.append(
-        Case(
-            "perturbed_b_U",
-            [normalized],
-            out,
-            weights="unembed.",
-            overrides={"b_U": b_U},
-            hint="it differs only when b_U is not zero: add b_U",
-            mistakes={forgot: out - b_U},
-        )
+    x = normalized("random")
+    out = ref.call("unembed", x, overrides={"b_U": b_U})
+    hint = "it differs only when b_U is not zero: add b_U"
+    perturbed = Case(
+        "perturbed_b_U", [x], out, weights="unembed.", overrides={"b_U": b_U}, hint=hint, mistakes={forgot: out - b_U}
     )
-    return cases
+    return cases + [perturbed, case("one_position", _one_position(ref), ONE_POSITION)]
+
+
+def _transformer_case(ref: Reference, name: str, tokens: str, hint: str = "") -> Case:
+    acts, last = ref.activations(tokens), ref.n_layers - 1
+    steps = {"embed": acts["hook_embed"], "pos_embed": acts["hook_pos_embed"]}
+    steps |= {f"blocks.{layer}": acts[f"blocks.{layer}.hook_resid_post"] for layer in range(ref.n_layers)}
+    steps |= {
+        "ln_final": ref.call("ln_final", acts[f"blocks.{last}.hook_resid_post"]),
+        "unembed": acts["unembed.hook_out"],
+    }
+    out, mistakes = acts["unembed.hook_out"], transformer_mistakes(ref, acts)
+    return Case(name, [ref.tokens[tokens]], out, weights="", hint=hint, steps=steps, mistakes=mistakes)
 
 
 def transformer_cases(ref: Reference) -> list[Case]:
-    cases = []
-    for name in TOKEN_SETS:
-        acts = ref.activations(name)
-        last = ref.n_layers - 1
-        steps = {"embed": acts["hook_embed"], "pos_embed": acts["hook_pos_embed"]}
-        steps |= {f"blocks.{layer}": acts[f"blocks.{layer}.hook_resid_post"] for layer in range(ref.n_layers)}
-        steps |= {
-            "ln_final": ref.call("ln_final", acts[f"blocks.{last}.hook_resid_post"]),
-            "unembed": acts["unembed.hook_out"],
-        }
-        cases.append(
-            Case(
-                name,
-                [ref.tokens[name]],
-                acts["unembed.hook_out"],
-                weights="",
-                steps=steps,
-                mistakes=transformer_mistakes(ref, acts),
-            )
-        )
-    return cases
+    cases = [_transformer_case(ref, name, name) for name in TOKEN_SETS]
+    return cases + [_transformer_case(ref, "one_position", _one_position(ref), ONE_POSITION)]
 
 
 def transformer_notes(outcome: dict) -> list[str]:
@@ -548,6 +592,7 @@ CHECKS = (
         "multi-head attention",
         attention_cases,
         capture=LOCALS,
+        uses=("attention.causal_mask",),
     ),
     Check(
         "gelu_new",
@@ -558,7 +603,7 @@ CHECKS = (
         gelu_cases,
         tolerance=Tolerance(atol=1e-5, rtol=1e-5),
     ),
-    Check("mlp", "model", 2, Target("mlp", "MLP"), "MLP", mlp_cases, capture=LOCALS),
+    Check("mlp", "model", 2, Target("mlp", "MLP"), "MLP", mlp_cases, capture=LOCALS, uses=("gelu_new",)),
     Check(
         "block",
         "model",
@@ -568,6 +613,7 @@ CHECKS = (
         block_cases,
         watch_inputs=True,
         capture=LOCALS + MODULES,
+        uses=("layernorm", "attention", "mlp"),
     ),
     Check("unembed", "model", 1, Target("unembedding", "Unembed"), "unembedding", unembed_cases),
     Check(
@@ -581,5 +627,6 @@ CHECKS = (
         watch_inputs=True,
         capture=MODULES,
         notes=transformer_notes,
+        uses=("embed", "pos_embed", "layernorm", "block", "unembed"),
     ),
 )
