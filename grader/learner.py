@@ -43,6 +43,20 @@ FORBIDDEN_IMPORTS = ("transformer_lens", "transformers", "solutions")
 DEVICE_MIXUP = re.compile(r"Expected all tensors to be on the same device|is not on the expected device")
 DEVICE_NAME = re.compile(r"\b(?:cpu|cuda|mps|meta|xpu)(?::\d+)?\b")
 RANDOM_FILLS = ("normal_", "uniform_", "bernoulli_", "exponential_", "cauchy_", "log_normal_", "geometric_", "random_")
+# What the code a driver runs imports on first use, beyond the driver itself: torch.optim's first
+# optimizer imports torch._dynamo, about 2 s, in each training check that makes one.
+DRIVER_IMPORTS = {"grader.drivers.training": ("torch._dynamo",)}
+RANDOM_INITS = (
+    "normal_",
+    "uniform_",
+    "trunc_normal_",
+    "kaiming_normal_",
+    "kaiming_uniform_",
+    "xavier_normal_",
+    "xavier_uniform_",
+    "orthogonal_",
+    "sparse_",
+)  # torch.nn.init's random fills
 
 
 class Forbidden(ImportError):
@@ -266,12 +280,15 @@ class SkipRandomFills:
         import torch
         from torch.overrides import TorchFunctionMode
 
+        # nn.init's own functions reach a mode before the Tensor method they call (which the mode then
+        # no longer sees), so both are skipped.
         skipped = {getattr(torch.Tensor, name) for name in RANDOM_FILLS}
+        skipped |= {getattr(torch.nn.init, name) for name in RANDOM_INITS}
 
         class Mode(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
-                if func in skipped:
-                    return args[0]
+                if func in skipped:  # nn.init passes its tensor by keyword
+                    return args[0] if args else (kwargs or {}).get("tensor")
                 return func(*args, **(kwargs or {}))
 
         self.mode = Mode()
@@ -641,6 +658,7 @@ def exit_reason(status: int) -> str:
 
 
 def run_one(request: Request, answer_fd: int) -> wire.WorkerAnswer:
+    warm_imports(request)
     if not request.fork:  # the check runs here; the grader restarts this process for the next package
         run_check(request, forked=False)
         sandbox.end_descendants()
@@ -661,6 +679,14 @@ def preload() -> None:
     for name in ("einops", "jaxtyping", "safetensors.torch"):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+
+
+def warm_imports(request: Request) -> None:
+    """Import, once and before the fork, what a check's driver and the code it drives import anyway:
+    paid in every check's process otherwise. Grader and library code only, never the learner's."""
+    module_name = (request.target.driver or "").partition(":")[0]
+    for name in (module_name, *DRIVER_IMPORTS.get(module_name, ())) if module_name else ():
+        importlib.import_module(name)
 
 
 def answer_channel() -> tuple[int, object]:
