@@ -1,16 +1,23 @@
 """How long `grade` takes, as whole processes, beside the time it takes to import torch.
 
-Each command runs several times; the table reports medians and peak resident memory (the largest
-process of the run, the learner's worker included), each time as a ratio to the floor measured in
-the same run. "cold" starts with an empty grader cache and GPT-2 (here: the seeded random model,
-through the same `from_pretrained` path) already in the Hugging Face cache; "warm" has the cache.
+Each command runs several times; the table reports medians, each as a ratio to the floor measured
+in the same run, and peak memory: of the largest process (ru_maxrss) and of the whole process tree
+(the grader, its worker and every check's fork, sampled every 0.1 s; pages a fork shares with the
+worker are counted in each, so it is an upper bound). The finished package is `solutions/`, the
+untouched one `exercises/` (every check todo). "cold" starts with an empty grader cache and GPT-2
+(here: the seeded random model, through the same `from_pretrained` path) already in the Hugging
+Face cache; "warm" has the cache. The warm runs of the whole finished package also give each
+check's own time (its `seconds` in the JSON report), as medians.
 
     .venv/bin/python bench/grade_speed.py [--runs 5] [--cold-runs 3] [--out bench/results.md]
+
+It replaces its own section of `--out`, leaving the other benchmarks' sections there.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -18,37 +25,78 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+import psutil
+
 REPO = Path(__file__).resolve().parent.parent
 GRADE = [sys.executable, "-m", "grader"]
+FINISHED = [*GRADE, "--solutions"]
+WHOLE = "grade --solutions (every check)"
 COMMANDS = {
     "import torch (floor)": [sys.executable, "-c", "import torch"],
     "grade --help": [*GRADE, "--help"],
-    "grade embed": [*GRADE, "--solutions", "embed"],
-    "grade attention": [*GRADE, "--solutions", "attention"],
-    "grade attention --no-sandbox": [*GRADE, "--solutions", "attention", "--no-sandbox"],
-    "grade transformer": [*GRADE, "--solutions", "transformer"],
-    "grade model (every model check)": [*GRADE, "--solutions", "model"],
-    "grade (every check)": [*GRADE, "--solutions"],
+    "grade (every check, stubs)": [*GRADE, "--exercises", "exercises"],
+    "grade embed": [*FINISHED, "embed"],
+    "grade attention": [*FINISHED, "attention"],
+    "grade attention --no-sandbox": [*FINISHED, "attention", "--no-sandbox"],
+    "grade transformer": [*FINISHED, "transformer"],
+    "grade model (part 1)": [*FINISHED, "model"],
+    "grade sampling (part 2)": [*FINISHED, "sampling"],
+    "grade interp (part 3)": [*FINISHED, "interp"],
+    "grade training (part 4)": [*FINISHED, "training"],
+    WHOLE: FINISHED,
 }
+COLD = ("grade attention", WHOLE)  # a cold run builds the whole reference whatever is selected
+HEADING = "# `grade` speed"
 
 
-def measure(command: list[str], env: dict) -> tuple[float, float]:
-    """Wall seconds and peak RSS in MB of one run, children included."""
-    started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise RuntimeError(f"{' '.join(command)} failed")
-    return seconds, usage.ru_maxrss / 1024
+class Sample:
+    """One run: wall seconds, the largest process's peak RSS and the whole tree's, in MB."""
+
+    def __init__(self, command: list[str], env: dict):
+        self.tree_mb, self.done = 0.0, False
+        started = time.perf_counter()
+        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        watcher = threading.Thread(target=self._watch, args=(process.pid,), daemon=True)
+        watcher.start()
+        _, status, usage = os.wait4(process.pid, 0)
+        self.seconds = time.perf_counter() - started
+        self.done = True
+        watcher.join()
+        if os.waitstatus_to_exitcode(status) not in (0, 1):
+            raise RuntimeError(f"{' '.join(command)} failed")
+        self.largest_mb = usage.ru_maxrss / 1024
+
+    def _watch(self, pid: int) -> None:
+        try:
+            root = psutil.Process(pid)
+        except psutil.NoSuchProcess:
+            return
+        while not self.done:
+            total = 0
+            try:
+                tree = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return
+            for process in tree:
+                try:
+                    total += process.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.tree_mb = max(self.tree_mb, total / 2**20)
+            time.sleep(0.1)
 
 
-def medians(command: list[str], env_for_run, runs: int) -> tuple[float, float]:
-    samples = [measure(command, env_for_run()) for _ in range(runs)]
-    return statistics.median(s for s, _ in samples), max(m for _, m in samples)
+def medians(samples: list[Sample]) -> tuple[float, float, float]:
+    """Median seconds; the largest peaks, of one process and of the tree."""
+    return (
+        statistics.median(s.seconds for s in samples),
+        max(s.largest_mb for s in samples),
+        max(s.tree_mb for s in samples),
+    )
 
 
 def machine() -> str:
@@ -70,7 +118,26 @@ def machine() -> str:
     )
     import torch
 
-    return f"{cpu}, {os.cpu_count()} cores, {memory} GiB RAM; Python {platform.python_version()}, torch {torch.__version__}"
+    python = f"Python {platform.python_version()}, torch {torch.__version__}"
+    return f"{cpu}, {os.cpu_count()} cores, {memory} GiB RAM; {python}"
+
+
+def check_seconds(reports: list[Path]) -> dict[str, float]:
+    """Each check's median time over the JSON reports of the warm whole runs."""
+    times: dict[str, list[float]] = {}
+    for path in reports:
+        for check in json.loads(path.read_text())["checks"]:
+            times.setdefault(check["id"], []).append(check["seconds"])
+    return {check_id: statistics.median(values) for check_id, values in times.items()}
+
+
+def replace_section(path: Path, section: list[str]) -> None:
+    """`section` in place of this script's own section of `path`; the other sections kept."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    start = lines.index(HEADING) if HEADING in lines else len(lines)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("# ")), len(lines))
+    kept_after = ([""] if end < len(lines) else []) + lines[end:]
+    path.write_text("\n".join([*lines[:start], *section, *kept_after]) + "\n")
 
 
 def main() -> None:
@@ -101,31 +168,52 @@ def main() -> None:
 
     rows = []
     floor = None
+    loads = [os.getloadavg()[0]]
+    reports = [scratch / f"report-{i}.json" for i in range(args.runs)]
     for label, command in COMMANDS.items():
         command = [*command, "--reference", "gpt2"] if command[:3] == GRADE and "--help" not in command else command
-        warm_seconds, warm_rss = medians(command, lambda: warm, args.runs)
-        floor = floor or warm_seconds
-        cold = medians(command, cold_env, args.cold_runs) if args.cold_runs and "--solutions" in command else None
-        rows.append((label, warm_seconds, warm_rss, cold))
+        runs = [[*command, "--json", str(report)] for report in reports] if label == WHOLE else [command] * args.runs
+        warm_run = medians([Sample(run, warm) for run in runs])
+        floor = floor or warm_run[0]
+        cold_wanted = label in COLD and args.cold_runs
+        cold = medians([Sample(command, cold_env()) for _ in range(args.cold_runs)]) if cold_wanted else None
+        rows.append((label, warm_run, cold))
+        loads.append(os.getloadavg()[0])
         print(
-            f"{label}: warm {warm_seconds:.2f} s ({warm_seconds / floor:.2f}x), {warm_rss:.0f} MB"
-            + (f"; cold {cold[0]:.2f} s, {cold[1]:.0f} MB" if cold else ""),
+            f"{label}: warm {warm_run[0]:.2f} s ({warm_run[0] / floor:.2f}x), {warm_run[2]:.0f} MB tree"
+            + (f"; cold {cold[0]:.2f} s, {cold[2]:.0f} MB tree" if cold else ""),
             flush=True,
         )
+    checks = check_seconds(reports)
     shutil.rmtree(scratch, ignore_errors=True)
     lines = [
-        "# `grade` speed",
+        HEADING,
         "",
         f"Measured by `bench/grade_speed.py` on {time.strftime('%Y-%m-%d')}: {machine()}.",
-        f"Medians of {args.runs} warm and {args.cold_runs} cold runs of whole processes; ratios to the import-torch floor of the same run; peak RSS of the largest process.",
+        f"Medians of {args.runs} warm and {args.cold_runs} cold runs of whole processes; ratios to the import-torch "
+        "floor of the same run; peak RSS of the largest process and of the whole process tree (shared pages "
+        f"counted in each process). Load average (1 min) during the run: {min(loads):.1f} to {max(loads):.1f}.",
         "",
-        "| command | warm | × floor | peak RSS | cold | cold peak RSS |",
-        "|---|---|---|---|---|---|",
+        "| command | warm | × floor | peak RSS | tree peak RSS | cold | × floor | cold tree peak RSS |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for label, seconds, rss, cold in rows:
-        cold_cells = f"{cold[0]:.2f} s | {cold[1]:.0f} MB" if cold else "| "
-        lines.append(f"| `{label}` | {seconds:.2f} s | {seconds / floor:.2f} | {rss:.0f} MB | {cold_cells} |")
-    args.out.write_text("\n".join(lines) + "\n")
+    for label, (seconds, largest, tree), cold in rows:
+        cold_cells = f"{cold[0]:.2f} s | {cold[0] / floor:.2f} | {cold[2]:.0f} MB" if cold else " | | "
+        lines.append(
+            f"| `{label}` | {seconds:.2f} s | {seconds / floor:.2f} | {largest:.0f} MB | {tree:.0f} MB | {cold_cells} |"
+        )
+    lines += [
+        "",
+        f"Each check of `{WHOLE}`, warm (median of its `seconds` over the {args.runs} reports), slowest first:",
+        "",
+        "| check | seconds | × floor |",
+        "|---|---|---|",
+        *(
+            f"| `{check_id}` | {seconds:.2f} | {seconds / floor:.2f} |"
+            for check_id, seconds in sorted(checks.items(), key=lambda item: -item[1])
+        ),
+    ]
+    replace_section(args.out, lines)
     print(f"wrote {args.out}")
 
 
