@@ -177,8 +177,7 @@ def grade(checks, package: Path, args) -> int:
         if args.watch:
             from .watch import watch
 
-            watch(package, checks, reference, limits, console, not args.quiet, rebuilt)
-            return 0
+            return watch(package, checks, reference, limits, console, not args.quiet, rebuilt)
         try:
             with errors.status(f"running {len(checks)} checks on {package}"):
                 report = grade_package(package, checks, reference, limits)

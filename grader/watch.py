@@ -8,6 +8,7 @@ reload. Without forks (macOS, Windows) the grader starts a fresh worker for ever
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ import watchfiles
 from rich.console import Console
 from rich.text import Text
 
+from . import wire
 from .checks import Check, file_stem, registry
 from .pipeline import ReferenceTampered, grade_package
 from .refcache import ReferenceData
@@ -44,8 +46,9 @@ class SavedPython(watchfiles.DefaultFilter):
 
 
 def saved_files(changes: set[tuple[watchfiles.Change, str]], package: Path) -> list[str]:
-    """The saved files, inside the package: "normalization.py", "helpers/util.py"."""
-    return sorted({Path(path).relative_to(package).as_posix() for _, path in changes})
+    """The saved files, inside the package: "normalization.py", "helpers/util.py"; a name with
+    control characters is printed without them."""
+    return sorted({wire.clean_text(Path(path).relative_to(package).as_posix()) for _, path in changes})
 
 
 def regraded(saved: Sequence[str], watched: Sequence[Check]) -> list[Check]:
@@ -105,6 +108,7 @@ def changes_line(before: dict[str, str], results: Sequence[CheckResult]) -> Text
 
 
 def score_line(results: Sequence[CheckResult]) -> Text:
+    """The points of every watched check, each as of its latest run."""
     counts = ", ".join(f"{n} {status}" for status in STATUSES if (n := sum(r.status == status for r in results)))
     score, most = sum(r.score for r in results), sum(r.max_score for r in results)
     return Text(f"  watched checks: {score}/{most} points ({counts})", style="dim")
@@ -164,10 +168,10 @@ def watch(
     console: Console,
     show_printed: bool,
     rebuild: Rebuild,
-) -> None:
+) -> int:
     """The first report in full, then a compact one per save. It runs until Ctrl-C, whose
-    KeyboardInterrupt (raised by watchfiles too, while it waits) is the caller's to handle."""
-    session = Watch(package, watched, reference, limits, rebuild)
+    KeyboardInterrupt (raised by watchfiles too, while it waits) is the caller's to handle; 2 when
+    the package cannot be watched."""
     saves = watchfiles.watch(
         package,
         watch_filter=SavedPython(package),
@@ -177,6 +181,11 @@ def watch(
     )
     try:
         next(saves)  # the watcher is in place: a save made during the first run is regraded after it
+    except OSError as error:  # the system's limit of watches, say
+        print(f"grade: cannot watch {package}: {error}", file=sys.stderr)
+        return 2
+    session = Watch(package, watched, reference, limits, rebuild)
+    try:
         with console.status(f"running {len(watched)} checks on {package}"):
             first = session.grade(watched)
         text.print_report(first, console, show_printed)
@@ -185,6 +194,7 @@ def watch(
         for changes in saves:
             if changes:  # empty: the watcher's wake-up, READY_MS without a save
                 session.regrade(saved_files(changes, package), console, show_printed)
+        return 0  # the watcher ended by itself
     finally:
         saves.close()
         session.close()
