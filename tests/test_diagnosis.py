@@ -61,12 +61,13 @@ def test_trace_of_the_solution_attention(reference):
 
 
 def test_trace_tags_nested_modules_by_their_path(reference):
-    result = run_grade("--reference", "random", "--solutions", "block", "--trace")
-    shapes = traced_shapes(result.stdout, "block")
+    """The whole model's trace: the block's own is only its wiring, its sublayers answering GPT-2's outputs."""
+    result = run_grade("--reference", "random", "--solutions", "transformer", "--trace")
+    shapes = traced_shapes(result.stdout, "transformer")
     assert ("blocks.0.ln1", "(1, 7, 768)") in shapes["normalized"] and ("blocks.0.ln2", "(1, 7, 768)") in shapes[
         "normalized"
     ]
-    assert shapes["pre"] == [("blocks.0.mlp", "(1, 7, 3072)")]
+    assert shapes["pre"][:2] == [("blocks.0.mlp", "(1, 7, 3072)"), ("blocks.1.mlp", "(1, 7, 3072)")]
 
 
 def test_trace_of_a_failing_module_stops_where_it_failed(reference, tmp_path):
