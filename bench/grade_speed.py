@@ -131,10 +131,11 @@ def check_seconds(reports: list[Path]) -> dict[str, float]:
     return {check_id: statistics.median(values) for check_id, values in times.items()}
 
 
-def replace_section(path: Path, section: list[str]) -> None:
-    """`section` in place of this script's own section of `path`; the other sections kept."""
+def replace_section(path: Path, section: list[str], heading: str = HEADING) -> None:
+    """`section` in place of the section under `heading` (this script's own by default) of `path`;
+    the other sections kept."""
     lines = path.read_text().splitlines() if path.exists() else []
-    start = lines.index(HEADING) if HEADING in lines else len(lines)
+    start = lines.index(heading) if heading in lines else len(lines)
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("# ")), len(lines))
     kept_after = ([""] if end < len(lines) else []) + lines[end:]
     path.write_text("\n".join([*lines[:start], *section, *kept_after]) + "\n")

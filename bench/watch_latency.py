@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pexpect
-from grade_speed import COMMANDS, REPO, machine, medians
+from grade_speed import COMMANDS, REPO, Sample, machine, medians, replace_section
 
 SECTION = "# `grade --watch` latency"
 # (row, file, check, (old, new) or None for the solution as it is)
@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results.md")
     args = parser.parse_args()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    floor, _ = medians(COMMANDS["import torch (floor)"], lambda: env, 5)
+    floor = medians([Sample(COMMANDS["import torch (floor)"], env) for _ in range(5)])[0]
     scratch = Path(tempfile.mkdtemp(prefix="watch-latency-"))
     package = scratch / "pkg"
     shutil.copytree(REPO / "solutions", package, ignore=shutil.ignore_patterns("__pycache__"))
@@ -111,22 +111,8 @@ def main() -> None:
         "|---|---|---|---|---|",
         *(f"| {label} | {m:.3f} s | {lo:.3f} s | {hi:.3f} s | {m / floor:.2f} |" for label, m, lo, hi in rows),
     ]
-    write_section(args.out, lines)
+    replace_section(args.out, lines, SECTION)
     print(f"wrote {args.out}")
-
-
-def write_section(out: Path, lines: list[str]) -> None:
-    """This script's section of results.md replaced (or appended); the other sections stay as they are."""
-    text = out.read_text() if out.exists() else ""
-    before, found, after = text.partition(SECTION)
-    rest = after[after.find("\n# ") + 1 :] if found and "\n# " in after else ""
-    out.write_text(
-        before.rstrip("\n")
-        + ("\n\n" if before.strip() else "")
-        + "\n".join(lines)
-        + "\n"
-        + ("\n" + rest if rest else "")
-    )
 
 
 if __name__ == "__main__":
