@@ -429,7 +429,7 @@ class Recorder:
     def _local(self, frame, event, arg):
         import torch
 
-        key, file = id(frame), Path(frame.f_code.co_filename).name
+        key, file = id(frame), os.path.basename(frame.f_code.co_filename)  # on every line: no Path
         # A name bound since the last event was bound by the line run then; None before the first
         # line: the arguments. A `return` binds on its own line.
         line = frame.f_lineno if event == "return" else self._lines.get(key)
