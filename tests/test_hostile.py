@@ -22,13 +22,12 @@ _torch.Tensor.__eq__ = lambda self, other: _torch.ones_like(self, dtype=_torch.b
 _torch.Tensor.abs = lambda self: _torch.zeros_like(self)
 _torch.testing.assert_close = lambda *args, **kwargs: None
 """
-FORWARD = '    ) -> Float[Tensor, "batch posn d_model"]:\n        """q, k, v per head'
 
 
 def attention_body_prefix(statement: str) -> list[tuple[str, str]]:
     """Insert `statement` as the first line of Attention.forward's solution body."""
-    marker = "        ### BEGIN SOLUTION\n        q = einops.einsum("
-    return [(marker, f"        ### BEGIN SOLUTION\n        {statement}\n        q = einops.einsum(")]
+    marker = "        ### BEGIN SOLUTION\n"
+    return [(marker + "        per_head = ", f"{marker}        {statement}\n        per_head = ")]
 
 
 def test_patched_comparisons_and_zeros_score_nothing_where_they_touch(grade, tmp_path):

@@ -142,9 +142,8 @@ def attend(
         pattern = softmax(scores, -1).masked_fill(masked, float("-inf"))
     else:
         pattern = softmax(scores.masked_fill(masked, float("-inf")), softmax_dim)
-    z = einops.einsum(
-        v, pattern, "batch posn_K n_heads d_head, batch n_heads posn_Q posn_K -> batch posn_Q n_heads d_head"
-    )
+    mix = "batch posn_K n_heads d_head, batch n_heads posn_Q posn_K -> batch posn_Q n_heads d_head"
+    z = einops.einsum(v, pattern, mix)
     return einops.einsum(z, W_O, "batch posn_Q n_heads d_head, n_heads d_head d_model -> batch posn_Q d_model") + b_O
 
 
