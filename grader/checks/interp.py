@@ -16,6 +16,7 @@ import numpy as np
 from ..compare import CaseComparison, validate
 from ..drivers import COUNT_KEYS
 from . import Case, Check, Target, Tolerance
+from .model import replay_extras
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -44,11 +45,18 @@ def parameter_counts_cases(ref: Reference) -> list[Case]:
     no_b_U = right | {"unembed": right["unembed"] - d_vocab, "total": right["total"] - d_vocab}
     mistakes = {
         "b_U is not counted: count every parameter, trainable or not": as_counts(no_b_U),
-        "the tied count keeps b_U: GPT-2 has no unembedding bias, so the quoted count leaves out the whole unembedding": as_counts(
-            right | {"tied": right["tied"] + d_vocab}
-        ),
+        TIED_KEEPS_B_U: as_counts(right | {"tied": right["tied"] + d_vocab}),
     }
     return [Case("gpt2", [], as_counts(right), weights="", mistakes=mistakes)]
+
+
+TIED_KEEPS_B_U = (
+    "the tied count keeps b_U: GPT-2 has no unembedding bias, so the quoted count leaves out the whole unembedding"
+)
+TIED_WITHIN_A_TOLERANCE = (
+    "W_U differs from W_E^T in one entry and is_tied says True: "
+    "compare every entry exactly (torch.equal), not within a tolerance"
+)
 
 
 def logit_lens_cases(ref: Reference) -> list[Case]:
@@ -61,7 +69,11 @@ def logit_lens_cases(ref: Reference) -> list[Case]:
     ]
     no_ln = torch.stack([ref.call("unembed", stream) for stream in streams])
     mistakes = {"ln_final is not applied: unembed ln_final(stream), as the model's own readout does": no_ln}
-    return [Case("prompt", [tokens], ref.logit_lens(tokens), weights="", mistakes=mistakes)]
+    # Each block answers GPT-2's output for GPT-2's input, so the lens is graded on its own (one mistake, one penalty).
+    blocks = {f"blocks.{layer}": (streams[layer], streams[layer + 1]) for layer in range(ref.n_layers)}
+    return [
+        Case("prompt", [tokens], ref.logit_lens(tokens), weights="", extra=replay_extras(blocks), mistakes=mistakes)
+    ]
 
 
 def circuit_cases(kind: str):
@@ -169,11 +181,7 @@ def is_tied_cases(ref: Reference) -> list[Case]:
         moved = W_U.clone()
         moved[0, 0] *= 1 + nudge
         tied = torch.equal(moved, W_E.T)
-        hint = (
-            ""
-            if tied
-            else "W_U differs from W_E^T in one entry and is_tied says True: compare every entry exactly (torch.equal), not within a tolerance"
-        )
+        hint = "" if tied else TIED_WITHIN_A_TOLERANCE
         mistakes = {hint: torch.tensor([1.0], dtype=torch.float64)} if hint else {}
         cases.append(
             Case(

@@ -477,7 +477,7 @@ def _block_case(
     steps["resid_post"] = steps["resid_mid"] + steps["mlp"]
     mistakes = block_mistakes(ref, layer, resid_pre) if named_mistakes else {}
     out = ref.call(f"blocks.{layer}", resid_pre)
-    replay = _replay(
+    replay = replay_extras(
         {"ln1": (resid_pre, steps["ln1"]), "attn": (steps["ln1"], steps["attn"])}
         | {"ln2": (steps["resid_mid"], steps["ln2"]), "mlp": (steps["ln2"], steps["mlp"])}
     )
@@ -486,7 +486,7 @@ def _block_case(
     )
 
 
-def _replay(sublayers: dict[str, tuple[Tensor, Tensor]]) -> dict[str, Tensor]:
+def replay_extras(sublayers: dict[str, tuple[Tensor, Tensor]]) -> dict[str, Tensor]:
     """What each sublayer gets from GPT-2's block and returns, for the learner's block to be given the same:
     the block check then grades the block's own wiring (see `grader.drivers.replay`). The block's output is
     not among them."""

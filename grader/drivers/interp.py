@@ -8,6 +8,7 @@ import torch
 
 from ..learner import source_place
 from . import COUNT_KEYS
+from .replay import replaying
 
 MODULES = {
     "model": ("transformer", "Transformer"),
@@ -40,8 +41,10 @@ def counts(ctx, args) -> torch.Tensor:
 
 
 def on_model(ctx, args) -> torch.Tensor:
-    """function(model, tokens): logit_lens, direct_path_logits."""
-    return learner_function(ctx)(learner_module(ctx, "model"), *args)
+    """function(model, tokens): logit_lens, direct_path_logits; the blocks answer what a case ships for them."""
+    model = learner_module(ctx, "model")
+    with replaying(ctx, model):
+        return learner_function(ctx)(model, *args)
 
 
 def head_circuit(ctx, args) -> torch.Tensor:
