@@ -59,7 +59,8 @@ def allclose(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> 
     message = (
         ""
         if ok
-        else f"max abs diff {max_abs_diff:.3g} at index {first_index(diff == diff.max())}; {within:.1%} of values within tolerance"
+        else f"max abs diff {max_abs_diff:.3g} at index {first_index(diff == diff.max())}; {within:.1%} "
+        "of values within tolerance"
     )
     return CaseComparison(ok, message, max_abs_diff, within, list(actual.shape), list(expected.shape))
 
@@ -81,7 +82,8 @@ def causal_mask(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) 
         index = first_index(leaked)
         return CaseComparison(
             False,
-            f"{int(leaked.sum())} scores of future keys are not masked, the first at (query {index[-2]}, key {index[-1]})",
+            f"{int(leaked.sum())} scores of future keys are not masked, the first at (query {index[-2]}, "
+            f"key {index[-1]})",
             max_abs_diff,
             **shapes,
         )
@@ -90,7 +92,8 @@ def causal_mask(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) 
         where = "on the diagonal" if index[-1] == index[-2] else "of past keys"
         return CaseComparison(
             False,
-            f"{int(hidden.sum())} scores {where} are masked, the first at (query {index[-2]}, key {index[-1]}); keep key <= query visible",
+            f"{int(hidden.sum())} scores {where} are masked, the first at (query {index[-2]}, key "
+            f"{index[-1]}); keep key <= query visible",
             max_abs_diff,
             **shapes,
         )

@@ -316,7 +316,8 @@ def ensure_reference(requested: str, progress: Progress, root: Path | None = Non
     except OSError as error:
         scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-cache-")
         progress(
-            f"cannot write the reference cache at {root} ({error.strerror or error}); using a temporary one for this run"
+            f"cannot write the reference cache at {root} ({error.strerror or error}); using a temporary "
+            "one for this run"
         )
         data = _ensure(requested, progress, Path(scratch.name), seed)
         return data.with_fallback(data.fallback_reason, owner=scratch)

@@ -3,9 +3,10 @@
 One worker process (`grader.learner`) serves the checks in turn; on Linux each runs in a confined
 fork of its own, unless `GPT2_GRADER_FORK=0` asks for the path of macOS and Windows, where checks
 run in the worker itself, the worker is replaced for each package, and a check's timeout is
-the grader's to enforce (`forks_here` decides, here only; each request carries the decision). Everything a check's process leaves in its scratch directory is read as hostile:
-the reply through `wire.read_reply`, the tensors one by one, so a malformed or forged answer is
-that check's `error`, never a crash of the grading. Should the worker itself hang or die, that
+the grader's to enforce (`forks_here` decides, here only; each request carries the decision).
+Everything a check's process leaves in its scratch directory is read as hostile: the reply
+through `wire.read_reply`, the tensors one by one, so a malformed or forged answer is that
+check's `error`, never a crash of the grading. Should the worker itself hang or die, that
 check gets `timeout` or `error` and a fresh worker serves the rest.
 """
 

@@ -136,7 +136,8 @@ def first_failing_case(evidence: Evidence, result: CheckResult) -> Failure | Non
             failures.append(
                 Failure(
                     name,
-                    f"the output is right but {check.target.label} modified its input in place on {name} (use x = x + ..., not x += ...)",
+                    f"the output is right but {check.target.label} modified its input in place on {name} "
+                    "(use x = x + ..., not x += ...)",
                     False,
                 )
             )
@@ -215,7 +216,10 @@ def next_step(check: Check, result: CheckResult, expected_from: str, where: wire
         return f"most likely: {result.hint}"
     if check.target.driver:  # a driver calls the learner's code without the recorder: --trace shows nothing
         return f"compare {check.target.label} ({place}) with its docstring; the message says what differs"
-    return f"compare each step of {check.target.label} ({place}) with what {expected_from} computes: grade {check.id} --trace prints every tensor's shape"
+    return (
+        f"compare each step of {check.target.label} ({place}) with what {expected_from} computes: "
+        f"grade {check.id} --trace prints every tensor's shape"
+    )
 
 
 def unwritten(check: Check, where: wire.Place | None) -> str:

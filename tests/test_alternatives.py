@@ -30,7 +30,8 @@ ATTENTION_MATMUL = """        x = normalized_resid_pre.unsqueeze(1)  # (batch, 1
         return (z @ self.W_O).sum(dim=1) + self.b_O
 """
 ATTENTION_SDPA = """        x = normalized_resid_pre.unsqueeze(1)
-        q, k, v = (x @ W + b.unsqueeze(1) for W, b in ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V)))
+        projections = ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V))
+        q, k, v = (x @ W + b.unsqueeze(1) for W, b in projections)
         z = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         return (z @ self.W_O).sum(dim=1) + self.b_O
 """
@@ -60,7 +61,8 @@ ALTERNATIVES = {
             "normalization.py": [
                 (
                     "residual_mean = residual.mean(dim=-1, keepdim=True)",
-                    "return torch.nn.functional.layer_norm(residual, (self.cfg.d_model,), self.w, self.b, self.cfg.layer_norm_eps)",
+                    "return torch.nn.functional.layer_norm("
+                    "residual, (self.cfg.d_model,), self.w, self.b, self.cfg.layer_norm_eps)",
                 )
             ]
         },
@@ -116,7 +118,8 @@ ALTERNATIVES = {
         {
             "mlp.py": [
                 (
-                    "inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))\n    return 0.5 * x * (1.0 + torch.tanh(inner))",
+                    "inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))\n"
+                    "    return 0.5 * x * (1.0 + torch.tanh(inner))",
                     'return torch.nn.functional.gelu(x, approximate="tanh")',
                 )
             ]

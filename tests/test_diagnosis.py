@@ -111,7 +111,10 @@ def test_divergence_matches_by_value_whatever_the_layout(grade, tmp_path):
 
 
 def test_a_block_bug_is_localised_to_its_block(grade, tmp_path):
-    skip_attention_in_block_5 = "            residual = block(residual) if block is not self.blocks[5] else residual + block.mlp(block.ln2(residual))"
+    skip_attention_in_block_5 = (
+        "            residual = block(residual) if block is not self.blocks[5] "
+        "else residual + block.mlp(block.ln2(residual))"
+    )
     package = write_variant(
         tmp_path, {"transformer.py": [("            residual = block(residual)", skip_attention_in_block_5)]}
     )

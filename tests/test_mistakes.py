@@ -6,8 +6,14 @@ import pytest
 from conftest import by_id, write_variant
 
 SCALED = "attn_scores / self.cfg.d_head**0.5"
-GELU_BODY = "inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))\n    return 0.5 * x * (1.0 + torch.tanh(inner))"
-BLOCK_BODY = "resid_mid = resid_pre + self.attn(self.ln1(resid_pre))\n        resid_post = resid_mid + self.mlp(self.ln2(resid_mid))"
+GELU_BODY = (
+    "inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))\n"
+    "    return 0.5 * x * (1.0 + torch.tanh(inner))"
+)
+BLOCK_BODY = (
+    "resid_mid = resid_pre + self.attn(self.ln1(resid_pre))\n"
+    "        resid_post = resid_mid + self.mlp(self.ln2(resid_mid))"
+)
 DIFFERS = "differs from the random reference"
 EPS_INSIDE = "(residual_var + self.cfg.layer_norm_eps).sqrt()"
 MASK = "return attn_scores.masked_fill(future, self.IGNORE)"
@@ -107,7 +113,8 @@ MISTAKES = {
         {
             "attention.py": [
                 (
-                    f"attn_scores_masked = self.apply_causal_mask({SCALED})\n        attn_pattern = attn_scores_masked.softmax(dim=-1)",
+                    f"attn_scores_masked = self.apply_causal_mask({SCALED})\n"
+                    "        attn_pattern = attn_scores_masked.softmax(dim=-1)",
                     f"attn_pattern = self.apply_causal_mask(({SCALED}).softmax(dim=-1))",
                 )
             ]
@@ -199,7 +206,8 @@ MISTAKES = {
             "block.py": [
                 (
                     BLOCK_BODY,
-                    "resid_mid = self.ln1(resid_pre + self.attn(resid_pre))\n        resid_post = self.ln2(resid_mid + self.mlp(resid_mid))",
+                    "resid_mid = self.ln1(resid_pre + self.attn(resid_pre))\n"
+                    "        resid_post = self.ln2(resid_mid + self.mlp(resid_mid))",
                 )
             ]
         },
@@ -263,7 +271,9 @@ MISTAKES = {
             "block.py": [
                 (
                     BLOCK_BODY + "\n        return resid_post",
-                    "resid_pre += self.attn(self.ln1(resid_pre))\n        resid_pre += self.mlp(self.ln2(resid_pre))\n        return resid_pre",
+                    "resid_pre += self.attn(self.ln1(resid_pre))\n"
+                    "        resid_pre += self.mlp(self.ln2(resid_pre))\n"
+                    "        return resid_pre",
                 )
             ]
         },

@@ -44,7 +44,8 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
         {
             "sampling.py": [
                 (
-                    "counts = torch.bincount(input_ids, minlength=logits.shape[-1])\n        return logits - freq_penalty * counts",
+                    "counts = torch.bincount(input_ids, minlength=logits.shape[-1])\n"
+                    "        return logits - freq_penalty * counts",
                     "logits = logits.clone()\n        logits[input_ids] -= freq_penalty\n        return logits",
                 )
             ]
@@ -93,7 +94,9 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
             "sampling.py": [
                 (
                     "        for _ in range(max_tokens_generated):\n            logits = self.model(",
-                    "        generated = input_ids\n        for _ in range(max_tokens_generated):\n            logits = self.model(",
+                    "        generated = input_ids\n"
+                    "        for _ in range(max_tokens_generated):\n"
+                    "            logits = self.model(",
                 ),
                 (
                     "input_ids = torch.cat([input_ids, torch.tensor([next_token])])",
@@ -109,7 +112,9 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
         {
             "sampling.py": [
                 (
-                    "            if next_token == self.tokenizer.eos_token_id:\n                break\n        return self.tokenizer.decode(input_ids)",
+                    "            if next_token == self.tokenizer.eos_token_id:\n"
+                    "                break\n"
+                    "        return self.tokenizer.decode(input_ids)",
                     "        return self.tokenizer.decode(input_ids)",
                 )
             ]
@@ -165,8 +170,10 @@ ALTERNATIVES = {  # name: (checks that must pass, {file: [(old, new)]})
         {
             "sampling.py": [
                 (
-                    "top_logits, top_ids = logits.topk(k)\n        return int(top_ids[Categorical(logits=top_logits).sample()])",
-                    "masked = logits.masked_fill(logits < logits.topk(k).values[-1], float('-inf'))\n        return int(Categorical(logits=masked).sample())",
+                    "top_logits, top_ids = logits.topk(k)\n"
+                    "        return int(top_ids[Categorical(logits=top_logits).sample()])",
+                    "masked = logits.masked_fill(logits < logits.topk(k).values[-1], float('-inf'))\n"
+                    "        return int(Categorical(logits=masked).sample())",
                 )
             ]
         },
@@ -176,9 +183,15 @@ ALTERNATIVES = {  # name: (checks that must pass, {file: [(old, new)]})
         {
             "sampling.py": [
                 (
-                    f"{TOP_P_KEEP}\n        kept_ids = sorted_ids[:n_keep]\n        return int(kept_ids[Categorical(logits=logits[kept_ids]).sample()])",
-                    "before = cumulative - sorted_logits.softmax(dim=-1)\n        drop = before >= top_p\n        drop[:min_tokens_to_keep] = False\n"
-                    "        masked = logits.clone()\n        masked[sorted_ids[drop]] = float('-inf')\n        return int(torch.multinomial(masked.softmax(dim=-1), 1))",
+                    f"{TOP_P_KEEP}\n"
+                    "        kept_ids = sorted_ids[:n_keep]\n"
+                    "        return int(kept_ids[Categorical(logits=logits[kept_ids]).sample()])",
+                    "before = cumulative - sorted_logits.softmax(dim=-1)\n"
+                    "        drop = before >= top_p\n"
+                    "        drop[:min_tokens_to_keep] = False\n"
+                    "        masked = logits.clone()\n"
+                    "        masked[sorted_ids[drop]] = float('-inf')\n"
+                    "        return int(torch.multinomial(masked.softmax(dim=-1), 1))",
                 )
             ]
         },
@@ -188,8 +201,12 @@ ALTERNATIVES = {  # name: (checks that must pass, {file: [(old, new)]})
         {
             "sampling.py": [
                 (
-                    "counts = torch.bincount(input_ids, minlength=logits.shape[-1])\n        return logits - freq_penalty * counts",
-                    "logits = logits.clone()\n        for token in input_ids.tolist():\n            logits[token] -= freq_penalty\n        return logits",
+                    "counts = torch.bincount(input_ids, minlength=logits.shape[-1])\n"
+                    "        return logits - freq_penalty * counts",
+                    "logits = logits.clone()\n"
+                    "        for token in input_ids.tolist():\n"
+                    "            logits[token] -= freq_penalty\n"
+                    "        return logits",
                 )
             ]
         },

@@ -123,7 +123,10 @@ def frequencies(actual, expected, tolerance: Tolerance) -> CaseComparison:
     eps = frequency_bound(int((probabilities > 0).sum()), draws)
     token = int(deviation.argmax())
     if deviation[token] > eps:
-        message = f"token {token} was drawn {observed[token]:.1%} of the time, expected {probabilities[token]:.1%} (within {eps:.1%} over {int(draws)} draws)"
+        message = (
+            f"token {token} was drawn {observed[token]:.1%} of the time, expected "
+            f"{probabilities[token]:.1%} (within {eps:.1%} over {int(draws)} draws)"
+        )
         return CaseComparison(False, message, float(deviation[token]), **shapes)
     return CaseComparison(True, "", float(deviation[token]), 1.0, **shapes)
 
@@ -640,7 +643,10 @@ def kv_cache_cases(ref: Reference) -> list[Case]:
 
     cases = []
     for name, chunks in (("prompt", [4, 1, 2]), ("random", [6, 1, 5])):
-        hint = f"positions 0 to {chunks[0] - 1} run without the cache, the rest a chunk at a time with it: a chunk's positions start at the cache's length, and its queries see every cached key"
+        hint = (
+            f"positions 0 to {chunks[0] - 1} run without the cache, the rest a chunk at a time with "
+            "it: a chunk's positions start at the cache's length, and its queries see every cached key"
+        )
         cases.append(
             Case(
                 name,

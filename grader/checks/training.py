@@ -364,6 +364,6 @@ CHECKS = (
     Check("training.evaluate", "training", 1, training("evaluate", "evaluation"), "evaluation: loss and accuracy",
           evaluate_cases, **EXACT),
     Check("training.trainer", "training", 3, training("Trainer", "outcome", "fit"),
-          "the loop trains a tiny Transformer", outcome_cases, comparison=below_threshold, notes=outcome_notes, expected_from="the bar to clear",
-          min_timeout=OUTCOME_TIMEOUT),
+          "the loop trains a tiny Transformer", outcome_cases, comparison=below_threshold, notes=outcome_notes,
+          expected_from="the bar to clear", min_timeout=OUTCOME_TIMEOUT),
 )  # fmt: skip
