@@ -2,9 +2,10 @@
 
 Started by `runner.Worker` as `python -m grader.learner`. It says `wire.READY` once torch is
 imported, then reads one `wire.Request` per line on stdin and, once the check's process has
-ended, answers with one `wire.WorkerAnswer` line on its stdout (all else printed goes to stderr). The check's process writes its reply and its outputs into the check's scratch
-directory, where the grader reads and validates them: it imports the learner's package under a
-private name, never the reference, and every comparison happens in the grader.
+ended, answers with one `wire.WorkerAnswer` line on its stdout (all else printed goes to stderr).
+The check's process writes its reply and its outputs into the check's scratch directory, where
+the grader reads and validates them: it imports the learner's package under a private name,
+never the reference, and every comparison happens in the grader.
 
 When the request says `fork` (Linux) this process is a fork server that never runs learner code
 itself: it imports torch once, then runs each check in a forked copy of itself, confined by
@@ -147,7 +148,10 @@ def device_mixup(error: BaseException, device) -> str | None:
     other = next((d for d in DEVICE_NAME.findall(text) if d.split(":")[0] != inputs.split(":")[0]), None)
     if other is None:
         return None
-    return f"your code created a tensor on {other} while the inputs are on {inputs}: create it on the input's device (device=x.device)"
+    return (
+        f"your code created a tensor on {other} while the inputs are on {inputs}: create it on the "
+        "input's device (device=x.device)"
+    )
 
 
 class WeightsMismatch(Exception):
@@ -553,6 +557,9 @@ def run_check(request: Request, forked: bool) -> None:
                 sandbox.confine(sandbox.policy_for(package_path, scratch))
             solutions = Path(__file__).resolve().parent.parent / "solutions"
             install_guards([] if package_path == solutions else [solutions])
+            # The learner's files compile from their source, never from a .pyc in their __pycache__: one written
+            # within the second of a save, at the same size, would pass for the saved file (watch mode saves often).
+            sys.pycache_prefix = str(scratch / "pycache")
             package = LearnerPackage(package_path)
             reply = run_request(package, request, weights, inputs)
     except BaseException as error:
