@@ -123,14 +123,23 @@ def test_the_stand_in_comes_after_what_matched():
 # --- todo: the function that raised, at its line ---------------------------------------------------
 
 
-def test_logit_lens_written_on_a_stub_block_blames_the_block(grade, tmp_path):
+def test_logit_lens_written_on_a_stub_layernorm_blames_the_layernorm(grade, tmp_path):
+    """The blocks answer GPT-2's outputs (one mistake, one penalty), so ln_final is what the lens reaches."""
+    package = write_variant(tmp_path, {})
+    shutil.copy(EXERCISES / "normalization.py", package / "normalization.py")
+    result = by_id(grade(package, "interp.logit_lens"))["interp.logit_lens"]
+    line = raise_line(package / "normalization.py", "LayerNorm.forward")
+    assert result.status == "todo"
+    assert result.message == f"LayerNorm.forward is not implemented yet (normalization.py:{line})"
+    assert result.next_step == f"implement LayerNorm.forward (normalization.py:{line})"
+
+
+def test_logit_lens_written_on_a_stub_block_passes_on_gpt2s_blocks(grade, tmp_path):
     package = write_variant(tmp_path, {})
     shutil.copy(EXERCISES / "block.py", package / "block.py")
-    result = by_id(grade(package, "interp.logit_lens"))["interp.logit_lens"]
-    line = raise_line(package / "block.py", "TransformerBlock.forward")
-    assert result.status == "todo"
-    assert result.message == f"TransformerBlock.forward is not implemented yet (block.py:{line})"
-    assert result.next_step == f"implement TransformerBlock.forward (block.py:{line})"
+    results = by_id(grade(package, "block", "interp.logit_lens"))
+    assert results["block"].status == "todo"
+    assert results["interp.logit_lens"].status == "pass", results["interp.logit_lens"].message
 
 
 def test_a_stub_logit_lens_on_a_written_model_blames_itself(grade, tmp_path):
