@@ -2,9 +2,9 @@
 the next step, which names the likely mistake ("next: most likely: ..."), reach every output format,
 each read back with its own parser. And the table's max abs diff is the number the message gives.
 
-The mistakes are test_mistakes.py's, test_sampling.py's and test_interp.py's (the sampling and interp
-checks name theirs by the same mechanism as the model's), each package graded once for the module;
-every format is rendered from those Reports directly, as the CLI would.
+The mistakes are test_mistakes.py's, test_sampling.py's, test_training.py's and test_interp.py's (the
+sampling, training and interp checks name theirs by the same mechanism as the model's), each package
+graded once for the module; every format is rendered from those Reports directly, as the CLI would.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from test_interp import MISTAKES as INTERP_MISTAKES
 from test_mistakes import MISTAKES
 from test_render_formats import WORKSPACE, classroom_result, runner_command, schema
 from test_sampling import MISTAKES as SAMPLING_MISTAKES
+from test_training import MISTAKES as TRAINING_MISTAKES
 
 from grader.render import github, gradescope, html, junit, text
 from grader.render import json as json_render
@@ -33,6 +34,7 @@ from grader.results import CheckResult, Report
 # name: (check id, edits, the fragment its hint must contain); only the mistakes that have a hint.
 HINTED = {name: (check, edits, hint) for name, (check, edits, _, hint) in MISTAKES.items() if hint}
 HINTED |= {name: mistake for name, mistake in SAMPLING_MISTAKES.items() if mistake[0] != "kv_cache"}  # kv: no hint
+HINTED |= {name: (check, {"training.py": edits}, hint) for name, (check, edits, hint) in TRAINING_MISTAKES.items()}
 INTERP_EDITS = {"interp.py": [edit for edit, _ in INTERP_MISTAKES.values()]}
 NUMBER = re.compile(r"max abs diff ([-+.\de]+|inf|nan)")
 
