@@ -25,7 +25,8 @@ class CachedAttention(Attention):
         Shapes: new positions (batch, new_posn, d_model), past keys and values (batch, past_posn,
         n_heads, d_head) -> output (batch, new_posn, d_model) and the keys and values of all
         past_posn + new_posn positions.
-        Trap: new query i sits at position past_posn + i: it sees every key up to that position.
+        Trap: new query i sits at position past_posn + i and sees every key up to it: pass past_posn to
+        apply_causal_mask (the mask of attention.py), which otherwise anchors the mask at the first key.
         """
         # TODO: implement this (see the docstring above)
         raise NotImplementedError()

@@ -166,6 +166,10 @@ class Reference:
         with torch.no_grad():
             return torch.func.functional_call(module, overrides or {}, args).detach().clone()
 
+    def causal_mask(self, scores: torch.Tensor, past_kv_pos_offset: int = 0) -> torch.Tensor:
+        """transformer_lens's causal mask of attention scores whose queries follow `past_kv_pos_offset` cached keys."""
+        return self.model.blocks[0].attn.apply_causal_mask(scores, past_kv_pos_offset).detach().clone()
+
     def call_with_hooks(
         self, path: str, *args: torch.Tensor, hooks: tuple[str, ...], overrides: dict[str, torch.Tensor] | None = None
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -27,17 +27,19 @@ class Attention(nn.Module):
         self.register_buffer("IGNORE", torch.tensor(float("-inf"), dtype=torch.float32))
 
     def apply_causal_mask(
-        self, attn_scores: Float[Tensor, "batch n_heads query_pos key_pos"]
+        self, attn_scores: Float[Tensor, "batch n_heads query_pos key_pos"], past_kv_pos_offset: int = 0
     ) -> Float[Tensor, "batch n_heads query_pos key_pos"]:
-        """Set every score whose key position comes after its query position to IGNORE.
+        """Set every score whose key position comes after its query position to IGNORE. The queries follow
+        past_kv_pos_offset cached positions (the KV cache): query i sits at position past_kv_pos_offset + i.
 
-        Shapes: (batch, n_heads, query_pos, key_pos) in and out.
-        Traps: keep the diagonal (a token may attend to itself); build the mask on the scores' device.
+        Shapes: (batch, n_heads, query_pos, key_pos) in and out, key_pos = past_kv_pos_offset + query_pos.
+        Traps: keep the diagonal (a token may attend to itself); with an offset the mask is not square, so
+        anchor it at the last key, not the first; build the mask on the scores' device.
         """
         ### BEGIN SOLUTION
         query_pos, key_pos = attn_scores.shape[-2:]
         all_ones = torch.ones(query_pos, key_pos, dtype=torch.bool, device=attn_scores.device)
-        future = torch.triu(all_ones, diagonal=1)
+        future = torch.triu(all_ones, diagonal=past_kv_pos_offset + 1)
         return attn_scores.masked_fill(future, self.IGNORE)
         ### END SOLUTION
 

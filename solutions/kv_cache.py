@@ -25,45 +25,21 @@ class CachedAttention(Attention):
         Shapes: new positions (batch, new_posn, d_model), past keys and values (batch, past_posn,
         n_heads, d_head) -> output (batch, new_posn, d_model) and the keys and values of all
         past_posn + new_posn positions.
-        Trap: new query i sits at position past_posn + i: it sees every key up to that position.
+        Trap: new query i sits at position past_posn + i and sees every key up to it: pass past_posn to
+        apply_causal_mask (the mask of attention.py), which otherwise anchors the mask at the first key.
         """
         ### BEGIN SOLUTION
-        q = (
-            einops.einsum(
-                normalized_resid_pre,
-                self.W_Q,
-                "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head",
-            )
-            + self.b_Q
-        )
-        k = (
-            einops.einsum(
-                normalized_resid_pre,
-                self.W_K,
-                "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head",
-            )
-            + self.b_K
-        )
-        v = (
-            einops.einsum(
-                normalized_resid_pre,
-                self.W_V,
-                "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head",
-            )
-            + self.b_V
-        )
+        per_head = "batch posn d_model, n_heads d_model d_head -> batch posn n_heads d_head"
+        projections = ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V))
+        q, k, v = (einops.einsum(normalized_resid_pre, W, per_head) + b for W, b in projections)
+        past_posn = 0
         if past is not None:
+            past_posn = past[0].shape[1]
             k, v = torch.cat([past[0], k], dim=1), torch.cat([past[1], v], dim=1)
-        attn_scores = (
-            einops.einsum(
-                q, k, "batch posn_Q n_heads d_head, batch posn_K n_heads d_head -> batch n_heads posn_Q posn_K"
-            )
-            / self.cfg.d_head**0.5
+        attn_scores = einops.einsum(
+            q, k, "batch posn_Q n_heads d_head, batch posn_K n_heads d_head -> batch n_heads posn_Q posn_K"
         )
-        new_posn, all_posn = q.shape[1], k.shape[1]
-        all_ones = torch.ones(new_posn, all_posn, dtype=torch.bool, device=attn_scores.device)
-        future = torch.triu(all_ones, diagonal=all_posn - new_posn + 1)
-        attn_pattern = attn_scores.masked_fill(future, self.IGNORE).softmax(dim=-1)
+        attn_pattern = self.apply_causal_mask(attn_scores / self.cfg.d_head**0.5, past_posn).softmax(dim=-1)
         z = einops.einsum(
             v, attn_pattern, "batch posn_K n_heads d_head, batch n_heads posn_Q posn_K -> batch posn_Q n_heads d_head"
         )

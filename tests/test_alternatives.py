@@ -7,10 +7,10 @@ from conftest import by_id, write_variant
 
 MASK_CHECKS = ["attention.causal_mask", "attention"]
 MASK_FILL = "attn_scores.masked_fill(future, self.IGNORE)"
-MASK_BODY = "future = torch.triu(all_ones, diagonal=1)\n        return " + MASK_FILL
+MASK_BODY = "future = torch.triu(all_ones, diagonal=past_kv_pos_offset + 1)\n        return " + MASK_FILL
 MASK_BY_INDEX = """keys = torch.arange(key_pos, device=attn_scores.device)
         queries = torch.arange(query_pos, device=attn_scores.device)
-        return attn_scores.masked_fill(keys[None, :] > queries[:, None], self.IGNORE)"""
+        return attn_scores.masked_fill(keys[None, :] > queries[:, None] + past_kv_pos_offset, self.IGNORE)"""
 MASK_BY_WHERE = "torch.where(future, self.IGNORE, attn_scores)"
 SOFTMAX = "attn_pattern = attn_scores_masked.softmax(dim=-1)"
 SHIFTED = """exps = (attn_scores_masked - attn_scores_masked.amax(dim=-1, keepdim=True)).exp()

@@ -17,6 +17,7 @@ BLOCK_BODY = (
 DIFFERS = "differs from the random reference"
 EPS_INSIDE = "(residual_var + self.cfg.layer_norm_eps).sqrt()"
 MASK = "return attn_scores.masked_fill(future, self.IGNORE)"
+FUTURE = "torch.triu(all_ones, diagonal=past_kv_pos_offset + 1)"
 # Masks built from the values, as learners have published them: they also hide allowed scores that are exactly 0.
 VALUE_MASK = "return torch.where(torch.triu(attn_scores, 1) != attn_scores, attn_scores, self.IGNORE)"
 VALUE_MASKED = {"attention.py": [(MASK, VALUE_MASK)]}
@@ -124,19 +125,26 @@ MISTAKES = {
     ),
     "a mask that hides the diagonal (mask check)": (
         "attention.causal_mask",
-        {"attention.py": [("torch.triu(all_ones, diagonal=1)", "torch.triu(all_ones, diagonal=0)")]},
+        {"attention.py": [(FUTURE, "torch.triu(all_ones, diagonal=0)")]},
         "on the diagonal are masked",
         None,
     ),
+    # The classic KV-cache mistake: triu(diagonal=1) on non-square scores masks as if the queries started at 0.
+    "a mask anchored at the first key (the offset ignored)": (
+        "attention.causal_mask",
+        {"attention.py": [(FUTURE, "torch.triu(all_ones, diagonal=1)")]},
+        "on scores_3x8.offset5: ",
+        "the mask ignores the cached positions before the queries",
+    ),
     "a mask that hides the diagonal": (
         "attention",
-        {"attention.py": [("torch.triu(all_ones, diagonal=1)", "torch.triu(all_ones, diagonal=0)")]},
+        {"attention.py": [(FUTURE, "torch.triu(all_ones, diagonal=0)")]},
         "non-finite",
         "hides the diagonal",
     ),
     "an anti-causal mask": (
         "attention",
-        {"attention.py": [("torch.triu(all_ones, diagonal=1)", "torch.tril(all_ones, diagonal=-1)")]},
+        {"attention.py": [(FUTURE, "torch.tril(all_ones, diagonal=-1)")]},
         DIFFERS,
         "hides the past",
     ),

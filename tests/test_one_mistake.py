@@ -114,8 +114,9 @@ SQUEEZED_MASK = {
 MASK_OF_ONE_LENGTH = {
     "attention.py": [
         (
-            "future = torch.triu(all_ones, diagonal=1)",
-            "if not hasattr(self, 'future'):\n            self.future = torch.triu(all_ones, diagonal=1)\n"
+            "future = torch.triu(all_ones, diagonal=past_kv_pos_offset + 1)",
+            "if not hasattr(self, 'future'):\n"
+            "            self.future = torch.triu(all_ones, diagonal=past_kv_pos_offset + 1)\n"
             "        future = self.future",
         )
     ]

@@ -40,6 +40,10 @@ GPT2_FIRST_POSITION_NORM, GPT2_LARGEST_SCORE, BEYOND = 3000.0, 100.0, 2.0
 ZEROS_MASKED = "allowed scores equal to 0 were masked: build the mask from positions, not from the values"
 SOFTMAX_OVERFLOWS = "the softmax overflows on large scores: subtract the max or use torch.softmax"
 TANH_OVERFLOWS = "tanh overflows on large inputs: use torch.tanh rather than a ratio of exponentials"
+MASK_AT_FIRST_KEY = (
+    "the mask ignores the cached positions before the queries: query i sits at position past_kv_pos_offset + i "
+    "and sees keys 0 to past_kv_pos_offset + i, so anchor the mask at the last key, not the first"
+)
 ONE_POSITION = (
     "it fails only on a one-position sequence (batch 1, as in the first sampling step from a bare prompt): "
     "nothing may assume more than one position or sequence (no squeeze)"
@@ -338,13 +342,17 @@ def layernorm_cases(ref: Reference) -> list[Case]:
 def causal_mask_cases(ref: Reference) -> list[Case]:
     import torch
 
-    def case(name, scores, hint=""):
-        future = torch.triu(torch.ones(scores.shape[-2:], dtype=torch.bool), diagonal=1)
-        by_value = (
-            {ZEROS_MASKED: scores.masked_fill(future | (scores == 0), float("-inf"))} if hint == ZEROS_MASKED else {}
-        )
-        masked = scores.masked_fill(future, float("-inf"))
-        return Case(name, [scores], masked, weights="blocks.0.attn.", hint=hint, mistakes=by_value)
+    def case(name, scores, hint="", past_kv_pos_offset=0):
+        # The mask anchored at the first key: right for square scores only.
+        top_left = torch.triu(torch.ones(scores.shape[-2:], dtype=torch.bool), diagonal=1)
+        mistakes = {
+            ZEROS_MASKED: scores.masked_fill(top_left | (scores == 0), float("-inf")),
+            MASK_AT_FIRST_KEY: scores.masked_fill(top_left, float("-inf")),
+        }
+        mistakes = {hint: mistakes[hint]} if hint in mistakes else {}
+        args = [scores, torch.tensor(past_kv_pos_offset)] if past_kv_pos_offset else [scores]
+        masked = ref.causal_mask(scores, past_kv_pos_offset)
+        return Case(name, args, masked, weights="blocks.0.attn.", hint=hint, mistakes=mistakes)
 
     cases = [case(f"scores_{n}x{n}", torch.randn(2, ref.n_heads, n, n, generator=ref.generator)) for n in (7, 12)]
     # Integer-valued scores: exact zeros and ties where keys are allowed, which a mask built from the values hides.
@@ -353,9 +361,14 @@ def causal_mask_cases(ref: Reference) -> list[Case]:
     # Hundreds of positions, batch 1, the largest score beyond GPT-2's largest.
     scores = torch.randn(1, ref.n_heads, LONG, LONG, generator=_generator(ref, 3))
     cases.append(case(f"long{LONG}.large", scores * (_magnitudes(ref)[1] / scores.abs().max())))
-    # One query and one key. The signature carries no offset of the queries, so the mask is only ever asked for
-    # as many queries as keys (CachedAttention masks its chunks itself): no case has query_pos != key_pos.
-    return cases + [case("scores_1x1", torch.randn(1, ref.n_heads, 1, 1, generator=_generator(ref, 4)), ONE_POSITION)]
+    # One query and one key: the first sampling step from a bare prompt.
+    cases.append(case("scores_1x1", torch.randn(1, ref.n_heads, 1, 1, generator=_generator(ref, 4)), ONE_POSITION))
+    # Queries after cached keys (the KV cache's chunks): fewer queries than keys, the last alone.
+    for salt, (query_pos, key_pos) in enumerate(((3, 8), (1, 8)), start=5):
+        scores = torch.randn(2, ref.n_heads, query_pos, key_pos, generator=_generator(ref, salt))
+        offset = key_pos - query_pos
+        cases.append(case(f"scores_{query_pos}x{key_pos}.offset{offset}", scores, MASK_AT_FIRST_KEY, offset))
+    return cases
 
 
 def _sublayer_input(ref: Reference, tokens: str, layer: int, norm: str, resid_hook: str) -> Tensor:
@@ -578,7 +591,7 @@ CHECKS = (
         "attention.causal_mask",
         "model",
         1,
-        Target("attention", "Attention", "apply_causal_mask"),
+        Target("attention", "Attention", "apply_causal_mask", driver="grader.drivers.mask:causal_mask"),
         "causal mask",
         causal_mask_cases,
         comparison=causal_mask,
