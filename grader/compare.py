@@ -89,11 +89,13 @@ def causal_mask(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) 
         )
     if hidden.any():
         index = first_index(hidden)
-        where = "on the diagonal" if index[-1] == index[-2] else "of past keys"
+        offset = expected.shape[-1] - expected.shape[-2]  # cached keys before the first query: query i sits there + i
+        where = "on the diagonal" if index[-1] == index[-2] + offset else "of past keys"
+        visible_rule = f"key <= query + {offset}" if offset else "key <= query"
         return CaseComparison(
             False,
             f"{int(hidden.sum())} scores {where} are masked, the first at (query {index[-2]}, key "
-            f"{index[-1]}); keep key <= query visible",
+            f"{index[-1]}); keep {visible_rule} visible",
             max_abs_diff,
             **shapes,
         )

@@ -147,3 +147,19 @@ def test_modified_in_place():
     assert modified_in_place(before, before[:2])
     assert not modified_in_place(np.arange(3), np.arange(3))
     assert modified_in_place(np.arange(3), np.arange(1, 4))
+
+
+def test_causal_mask_with_cached_keys_names_the_rule_with_the_offset():
+    """2 queries over 4 keys: 2 keys are cached, so query i sees keys 0 to 2 + i."""
+    expected = np.array([[1.0, 2.0, 3.0, -INF], [4.0, 5.0, 6.0, 7.0]])
+    anchored_at_the_first_key = np.array([[1.0, -INF, -INF, -INF], [4.0, 5.0, -INF, -INF]])
+    comparison = causal_mask(anchored_at_the_first_key, expected, TIGHT)
+    assert comparison.message == (
+        "4 scores of past keys are masked, the first at (query 0, key 1); keep key <= query + 2 visible"
+    )
+    diagonal_hidden = expected.copy()
+    diagonal_hidden[0, 2] = -INF
+    assert (
+        "1 scores on the diagonal are masked, the first at (query 0, key 2)"
+        in causal_mask(diagonal_hidden, expected, TIGHT).message
+    )
