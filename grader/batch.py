@@ -30,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cli import add_timeout_option
 from .paths import REPO_ROOT
-from .runner import DEFAULT_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -218,13 +218,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="submissions graded at once (default: the number of cores)",
     )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        metavar="SECONDS",
-        help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})",
-    )
+    add_timeout_option(p)
     p.add_argument(
         "--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (as grade)"
     )

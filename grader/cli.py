@@ -28,6 +28,17 @@ REPORT_FILES = (
 )
 
 
+def add_timeout_option(p: argparse.ArgumentParser) -> None:
+    """--timeout, as grade and grader.batch both take it."""
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grade", description="Grade your GPT-2 modules against the real GPT-2.")
     p.add_argument(
@@ -53,13 +64,7 @@ def parser() -> argparse.ArgumentParser:
         help="under GitHub Actions: a step summary, annotations at your lines, the score as a notice "
         "and the GitHub Classroom result",
     )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        metavar="SECONDS",
-        help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})",
-    )
+    add_timeout_option(p)
     p.add_argument(
         "--memory-limit",
         type=float,

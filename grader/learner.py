@@ -36,6 +36,7 @@ from pathlib import Path
 
 from . import sandbox, wire
 from .drivers.replay import replaying
+from .types import counts_by_part
 from .wire import Capture, CaseSpec, Request
 
 PACKAGE_NAME = "learner_package"
@@ -190,15 +191,6 @@ def load_weights(module, sources: dict) -> dict:
     return facts
 
 
-def param_counts(module) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for name, param in module.named_parameters():
-        part = name.split(".")[0]
-        counts[part] = counts.get(part, 0) + param.numel()
-    counts["total"] = sum(param.numel() for param in module.parameters())
-    return counts
-
-
 def learner_frame(error: BaseException, package: Path) -> dict:
     """The innermost place in the learner's files where `error` came from, with the function there."""
     if isinstance(error, SyntaxError) and error.filename and Path(error.filename).resolve().is_relative_to(package):
@@ -268,7 +260,7 @@ class CaseContext:
                 for name in names
             }
             self.reply["weights"] = load_weights(module, sources)
-            self.reply["param_counts"] = param_counts(module)
+            self.reply["param_counts"] = counts_by_part((name, p.numel()) for name, p in module.named_parameters())
             self._built[memo] = module.to(self.device)  # loaded on the CPU, where the weights are read
         return self._built[memo]
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .refcache import PROGRESS_PREFIX
+from .types import counts_by_part
 
 if TYPE_CHECKING:
     import torch
@@ -245,15 +246,6 @@ def load(kind: str, seed: int = DEFAULT_INPUT_SEED) -> Reference:
 # --- the cache entry ----------------------------------------------------------------------------
 
 
-def param_counts(parameters: dict[str, torch.Tensor]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for name, tensor in parameters.items():
-        part = name.split(".")[0]
-        counts[part] = counts.get(part, 0) + tensor.numel()
-    counts["total"] = sum(tensor.numel() for tensor in parameters.values())
-    return counts
-
-
 def write_entry(ref: Reference, out: Path, progress) -> None:
     """weights.safetensors and inputs/<check>.safetensors (what the learner may see), expected.safetensors
     and meta.json (the cases, and a digest of every other file)."""
@@ -303,7 +295,7 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
     meta = {
         "reference": ref.kind,
         "seed": ref.seed,
-        "param_counts": param_counts(parameters),
+        "param_counts": counts_by_part((name, tensor.numel()) for name, tensor in parameters.items()),
         "cases": cases_meta,
         "prompt_tokens": ref.tokens["prompt"][0].tolist(),
         "digests": file_digests(out),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -11,3 +12,14 @@ class Tolerance:
 
     atol: float = 1e-4
     rtol: float = 1e-4
+
+
+def counts_by_part(sizes: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Parameter counts per top-level part ("embed", "blocks", ...) and their "total", from (name, numel) pairs:
+    the learner's module and the reference's weights are counted by this one rule."""
+    counts: dict[str, int] = {"total": 0}
+    for name, size in sizes:
+        part = name.split(".")[0]
+        counts[part] = counts.get(part, 0) + size
+        counts["total"] += size
+    return counts

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..compare import CaseComparison, validate
 from ..drivers import COUNT_KEYS
+from ..types import counts_by_part
 from . import Case, Check, Target, Tolerance
 from .model import replay_extras
 
@@ -37,9 +38,7 @@ def as_counts(counts: dict[str, int]) -> Tensor:
 
 
 def parameter_counts_cases(ref: Reference) -> list[Case]:
-    from ..reference import param_counts
-
-    counts = param_counts(ref.parameters())
+    counts = counts_by_part((name, tensor.numel()) for name, tensor in ref.parameters().items())
     d_vocab = ref.d_vocab
     right = counts | {"tied": counts["total"] - counts["unembed"]}
     no_b_U = right | {"unembed": right["unembed"] - d_vocab, "total": right["total"] - d_vocab}
