@@ -17,9 +17,8 @@ class Tolerance:
 def counts_by_part(sizes: Iterable[tuple[str, int]]) -> dict[str, int]:
     """Parameter counts per top-level part ("embed", "blocks", ...) and their "total", from (name, numel) pairs:
     the learner's module and the reference's weights are counted by this one rule."""
-    counts: dict[str, int] = {"total": 0}
+    counts: dict[str, int] = {}
     for name, size in sizes:
         part = name.split(".")[0]
         counts[part] = counts.get(part, 0) + size
-        counts["total"] += size
-    return counts
+    return counts | {"total": sum(counts.values())}  # last, as the reports list it
