@@ -18,7 +18,7 @@ from ..learner import source_place
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
-TINY = {"d_model": 64, "n_heads": 4, "d_head": 16, "d_mlp": 256, "n_layers": 2, "n_ctx": 64}  # and a d_vocab
+TINY = {"d_model": 32, "n_heads": 4, "d_head": 8, "d_mlp": 128, "n_layers": 1, "n_ctx": 32}  # and a d_vocab
 BLOCK_PARAMETERS = (
     "ln1.w",
     "ln1.b",
