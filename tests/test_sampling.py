@@ -18,7 +18,7 @@ import torch
 from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
 
 from grader import wire
-from grader.checks import registry
+from grader.checks import beam, registry
 from grader.checks import sampling as checks
 from grader.diagnose import matching_mistake
 
@@ -388,28 +388,28 @@ def test_the_generation_table_spells_its_sentence(reference):
 
 
 def test_beam_search_beats_greedy_on_the_notes_example():
-    table, eos = checks.notes_table(), len(checks.BEAM_ALPHABET)
+    table, eos = beam.notes_table(), len(beam.BEAM_ALPHABET)
     greedy = checks.greedy_walk(table, [0], 2, eos)
-    greedy_logprob = sum(checks.log_softmax_row(table, tuple(greedy[:i]))[greedy[i]] for i in (1, 2))
-    (best_logprob, best_tokens), _ = checks.expected_beam_search(table, (0,), 2, 2, 2, 0, eos)
+    greedy_logprob = sum(beam.log_softmax_row(table, tuple(greedy[:i]))[greedy[i]] for i in (1, 2))
+    (best_logprob, best_tokens), _ = beam.expected_beam_search(table, (0,), 2, 2, 2, 0, eos)
     assert greedy == [0, 1, 0] and math.isclose(math.exp(greedy_logprob), 0.18, rel_tol=1e-6)
     assert best_tokens == (0, 2, 0) and math.isclose(math.exp(best_logprob), 0.19, rel_tol=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(8, 14))
 def test_one_beam_is_the_greedy_walk(seed):
-    table, eos = checks.beam_table(seed, eos_bias=0.5), len(checks.BEAM_ALPHABET)
-    [(_, tokens)] = checks.expected_beam_search(table, (0,), 1, 1, 5, 0, eos)
+    table, eos = beam.beam_table(seed, eos_bias=0.5), len(beam.BEAM_ALPHABET)
+    [(_, tokens)] = beam.expected_beam_search(table, (0,), 1, 1, 5, 0, eos)
     assert list(tokens) == checks.greedy_walk(table, [0], 5, eos)
 
 
 def test_beam_cases_have_no_near_ties():
     """Every kept candidate beats every dropped one by a margin far above float32 rounding."""
-    eos = len(checks.BEAM_ALPHABET)
-    for name, (make_table, _, num_beams, max_new, ngram) in checks.BEAM_SEARCHES.items():
+    eos = len(beam.BEAM_ALPHABET)
+    for name, (make_table, _, num_beams, max_new, ngram) in beam.BEAM_SEARCHES.items():
         table, beams = make_table(), [(0.0, (0,))]
         for _ in range(max_new):
-            ranked = checks.best(checks.extensions(table, beams, ngram), len(table[0]) ** 2)
+            ranked = beam.best(beam.extensions(table, beams, ngram), len(table[0]) ** 2)
             if len(ranked) > num_beams:
                 assert ranked[num_beams - 1][0] - ranked[num_beams][0] > 1e-3, name
             beams = [beam for beam in ranked[:num_beams] if beam[1][-1] != eos]
@@ -420,8 +420,8 @@ def test_the_cases_show_each_beam_mistake(reference):
     for name in ("no_repeat_bigram", "no_repeat_trigram"):
         right, unbanned = expected[name], expected[wire.mistake_key(name, 0)]
         assert not np.array_equal(right, unbanned), name
-    searches = {name: checks.parse_beams(rows) for name, rows in reference.expected("beam.search").items()}
-    assert any(tokens[-1] == len(checks.BEAM_ALPHABET) for _, _, tokens in searches["finished_beams"])
+    searches = {name: beam.parse_beams(rows) for name, rows in reference.expected("beam.search").items()}
+    assert any(tokens[-1] == len(beam.BEAM_ALPHABET) for _, _, tokens in searches["finished_beams"])
 
 
 def test_stand_in_tokenizer_matches_gpt2s():
@@ -447,7 +447,8 @@ def test_distribution_checks_never_fail_the_solution(reference):
     from safetensors import safe_open
 
     from grader.drivers.sampling import draw
-    from grader.learner import CaseContext, LearnerPackage
+    from grader.learner.cases import CaseContext
+    from grader.learner.package import LearnerPackage
 
     package = LearnerPackage(SOLUTIONS)
     declared = {check.id: check for check in registry()}

@@ -82,19 +82,15 @@ class Check:
     uses: tuple[str, ...] = ()  # the checks of the parts its target calls: a failure there is named first
 
 
-PARTS = (
-    "model",
-    "sampling",
-    "interp",
-    "training",
-)  # modules of this package, each with a CHECKS tuple, in course order
+PARTS = ("model", "sampling", "interp", "training")  # the course's parts, in order (Check.part)
+MODULES = ("model", "sampling", "beam", "kv_cache", "interp", "training")  # each with a CHECKS tuple, in course order
 
 
 def registry() -> tuple[Check, ...]:
     """Every check, in the order a learner meets them."""
     import importlib
 
-    return tuple(check for part in PARTS for check in importlib.import_module(f"{__name__}.{part}").CHECKS)
+    return tuple(check for module in MODULES for check in importlib.import_module(f"{__name__}.{module}").CHECKS)
 
 
 class UnknownCheck(ValueError):

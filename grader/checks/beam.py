@@ -1,0 +1,312 @@
+"""Part 2: beam search, on the same stand-ins as sampling (`grader/drivers/stand_ins.py`).
+
+Every expected answer is computed here from first principles: each beam candidate enumerated, its
+log-probability summed from the table model, the best kept. Known mistakes are listed per case, as
+in every part.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..compare import CaseComparison
+from ..drivers import END_OF_TEXT, PADDING, beam_rows, text_tensor
+from . import Case, Check, Target, Tolerance
+from .sampling import DRIVERS, char_tokenizer, generator, greedy_walk, known, sampler, stand_in_inputs
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ..reference import Reference
+
+BEAM_ALPHABET = "abc"
+BEAM_VOCABULARY = [*BEAM_ALPHABET, END_OF_TEXT]
+LOGPROB_TOLERANCE = Tolerance(atol=1e-4, rtol=0.0)
+
+
+# --- comparisons (NumPy: they run in the grader's process) --------------------------------------
+
+
+Beam = tuple[int, float, tuple[int, ...]]  # group, log-prob sum, token ids
+
+
+def parse_beams(rows) -> list[Beam]:
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    return [(int(row[0]), float(row[1]), tuple(int(t) for t in row[2:] if t != PADDING)) for row in rows]
+
+
+def show(beams: list[Beam]) -> str:
+    return (
+        ", ".join(f"{''.join(BEAM_VOCABULARY[t] for t in tokens)!r} ({logprob:.3f})" for _, logprob, tokens in beams)
+        or "none"
+    )
+
+
+def matching(actual: list[Beam], expected: list[Beam], tolerance: Tolerance) -> bool:
+    return len(actual) == len(expected) and all(
+        a[0] == e[0] and a[2] == e[2] and abs(a[1] - e[1]) <= tolerance.atol
+        for a, e in zip(actual, expected, strict=False)
+    )
+
+
+def by_tokens(beams: list[Beam]) -> list[Beam]:
+    return sorted(beams, key=lambda beam: (beam[0], beam[2]))
+
+
+def same_beams_any_order(actual, expected, tolerance: Tolerance) -> CaseComparison:
+    got, want = by_tokens(parse_beams(actual)), by_tokens(parse_beams(expected))
+    ok = matching(got, want, tolerance)
+    return CaseComparison(ok, "" if ok else f"the beams are {show(got)}; expected {show(want)}")
+
+
+def same_beams_in_order(actual, expected, tolerance: Tolerance) -> CaseComparison:
+    got, want = parse_beams(actual), parse_beams(expected)
+    ok = matching(got, want, tolerance)
+    return CaseComparison(ok, "" if ok else f"the result is {show(got)}; expected {show(want)}, best first")
+
+
+def filtered_beams(actual, expected, tolerance: Tolerance) -> CaseComparison:
+    """Continuing beams (group 0) then finished ones (group 1), each best first."""
+    got, want = parse_beams(actual), parse_beams(expected)
+    ok = matching(got, want, tolerance)
+    return CaseComparison(ok, "" if ok else f"{show_groups(got)}; expected {show_groups(want)}")
+
+
+def show_groups(beams: list[Beam]) -> str:
+    continuing, finished = [b for b in beams if b[0] == 0], [b for b in beams if b[0] == 1]
+    return f"continuing {show(continuing)}, finished {show(finished)}"
+
+
+# --- first principles: what a right beam search gives -------------------------------------------
+
+
+def log_softmax_row(table: Tensor, prefix: tuple[int, ...]) -> list[float]:
+    """The table model's next-token log-probabilities after `prefix`, in float64."""
+    return table[len(prefix) - 1, prefix[-1]].double().log_softmax(dim=-1).tolist()
+
+
+def banned(prefix: tuple[int, ...], ngram: int) -> set[int]:
+    """Tokens that would complete an n-gram already in `prefix`."""
+    if not ngram:
+        return set()
+    tail = prefix[len(prefix) - ngram + 1 :]
+    return {prefix[i + ngram - 1] for i in range(len(prefix) - ngram + 1) if prefix[i : i + ngram - 1] == tail}
+
+
+def extensions(
+    table: Tensor, beams: list[tuple[float, tuple[int, ...]]], ngram: int
+) -> list[tuple[float, tuple[int, ...]]]:
+    """Every allowed one-token extension of every beam, with its log-prob sum."""
+    return [
+        (logprob + step, prefix + (token,))
+        for logprob, prefix in beams
+        for token, step in enumerate(log_softmax_row(table, prefix))
+        if token not in banned(prefix, ngram)
+    ]
+
+
+def best(candidates: list, k: int) -> list:
+    return sorted(candidates, key=lambda candidate: -candidate[0])[:k]
+
+
+def expected_beam_search(
+    table: Tensor, prompt: tuple[int, ...], n_return: int, num_beams: int, max_new: int, ngram: int, eos: int
+) -> list[tuple[float, tuple[int, ...]]]:
+    """Beam search over every candidate: the num_beams best extensions of the kept beams at each step."""
+    beams: list[tuple[float, tuple[int, ...]]] = [(0.0, prompt)]
+    finished: list[tuple[float, tuple[int, ...]]] = []
+    for _ in range(max_new):
+        kept = best(extensions(table, beams, ngram), num_beams)
+        finished += [beam for beam in kept if beam[1][-1] == eos]
+        beams = [beam for beam in kept if beam[1][-1] != eos]
+        if len(finished) >= n_return:
+            return best(finished, n_return)
+    return best(finished + beams, n_return)
+
+
+# --- the cases ----------------------------------------------------------------------------------
+
+NGRAM_REPEATED = (
+    "a beam repeats an n-gram: "
+    "with no_repeat_ngram_size set, ban the tokens that would complete an n-gram already in the beam"
+)
+FINISHED_DROPPED = "finished beams (ending in end-of-text) were dropped: return them as the second Beams"
+FINISHED_AS_CONTINUING = "a beam ending in end-of-text was returned as continuing: it has finished"
+NOT_SORTED = "the right beams, but not sorted by log-prob sum, best first: rank them before splitting"
+
+
+def beam_table(seed: int, eos_bias: float = 0.0) -> Tensor:
+    import torch
+
+    table = 1.5 * torch.randn(10, len(BEAM_VOCABULARY), len(BEAM_VOCABULARY), generator=generator(seed))
+    table[..., -1] += eos_bias
+    return table
+
+
+def _beam_extra(table: Tensor, prompt: str | None = None) -> dict:
+    extra = stand_in_inputs(table, char_tokenizer(BEAM_ALPHABET))
+    return extra | ({"prompt": text_tensor(prompt)} if prompt else {})
+
+
+def generated_rows(table: Tensor, beams: list[tuple[float, tuple[int, ...]]], k: int, ngram: int) -> Tensor:
+    """Each beam's k best allowed extensions, as beam rows."""
+    extended = [candidate for beam in beams for candidate in best(extensions(table, [beam], ngram), k)]
+    return beam_rows([([logprob for logprob, _ in extended], [list(tokens) for _, tokens in extended])])
+
+
+def beam_generate_cases(ref: Reference) -> list[Case]:
+    import torch
+
+    a, b, c = 0, 1, 2
+    table = beam_table(5)
+    table[2, a, b] += 3.0  # make the banned continuations likely, so that banning them shows
+    table[2, c, c] += 3.0
+    table[4, b, c] += 3.0
+    inputs = {
+        "two_beams": ([-0.5, -1.2], [[a, b, c], [a, c, c]], 2, 0),
+        "no_repeat_bigram": ([-0.5, -1.2], [[a, b, a], [a, c, c]], 2, 2),
+        "no_repeat_trigram": ([-0.3], [[a, b, c, a, b]], 3, 3),
+    }
+    cases = []
+    for name, (logprob_sums, tokens, k, ngram) in inputs.items():
+        beams = list(zip(logprob_sums, (tuple(t) for t in tokens), strict=False))
+        right, unbanned = generated_rows(table, beams, k, ngram), generated_rows(table, beams, k, 0)
+        args = [torch.tensor(logprob_sums), torch.tensor(tokens), torch.tensor(k), torch.tensor(ngram)]
+        mistakes = known((NGRAM_REPEATED, unbanned if ngram else None))
+        cases.append(Case(name, args, right, extra=_beam_extra(table), mistakes=mistakes))
+    return cases
+
+
+def beam_filter_cases(ref: Reference) -> list[Case]:
+    import torch
+
+    a, b, c, eos = 0, 1, 2, 3
+    # The best beams are not in order of index, and some that end in end-of-text rank high.
+    inputs = {
+        "one_finished": (
+            [-0.9, -2.5, -0.4, -3.0, -0.6, -1.1],
+            [[a, b, c], [a, c, a], [a, a, b], [a, b, eos], [a, c, eos], [a, b, b]],
+            3,
+        ),
+        "finished_in_and_out": (
+            [-1.5, -0.2, -0.8, -0.5, -2.0, -0.7],
+            [[a, eos, eos], [a, b, eos], [a, c, c], [a, a, a], [a, c, eos], [a, b, a]],
+            4,
+        ),
+        "none_finished": ([-1.0, -0.3, -2.0, -0.5], [[a, b], [a, c], [a, eos], [a, a]], 2),
+    }
+    cases = []
+    for name, (logprob_sums, tokens, k) in inputs.items():
+        kept = best(list(zip(logprob_sums, (tuple(t) for t in tokens), strict=False)), k)
+        by_index = sorted(kept, key=lambda beam: logprob_sums.index(beam[0]))
+        mistakes = known(
+            (FINISHED_DROPPED, split_beams(kept, eos, keep_finished=False) if finished_among(kept, eos) else None),
+            (FINISHED_AS_CONTINUING, beam_rows([unzipped(kept)]) if finished_among(kept, eos) else None),
+            (NOT_SORTED, split_beams(by_index, eos) if by_index != kept else None),
+        )
+        args = [torch.tensor(logprob_sums), torch.tensor(tokens), torch.tensor(k)]
+        cases.append(Case(name, args, split_beams(kept, eos), extra=_beam_extra(beam_table(6)), mistakes=mistakes))
+    return cases
+
+
+def unzipped(beams: list[tuple[float, tuple[int, ...]]]) -> tuple[list[float], list[list[int]]]:
+    return [logprob for logprob, _ in beams], [list(tokens) for _, tokens in beams]
+
+
+def finished_among(beams: list[tuple[float, tuple[int, ...]]], eos: int) -> bool:
+    return any(tokens[-1] == eos for _, tokens in beams)
+
+
+def split_beams(beams: list[tuple[float, tuple[int, ...]]], eos: int, keep_finished: bool = True) -> Tensor:
+    """filter's answer as beam rows: the continuing beams (group 0), then the finished ones (group 1)."""
+    continuing, finished = [b for b in beams if b[1][-1] != eos], [b for b in beams if b[1][-1] == eos]
+    return beam_rows([unzipped(continuing), unzipped(finished if keep_finished else [])])
+
+
+def notes_table() -> Tensor:
+    """Greedy is not the most likely sequence: after "a", b (0.6) then at best 0.3 (0.18 in all);
+    c (0.38) then a (0.5) gives 0.19."""
+    import torch
+
+    table = beam_table(7)
+    for position, token, probabilities in (
+        (0, 0, [0.01, 0.6, 0.38, 0.01]),
+        (1, 1, [0.3, 0.28, 0.27, 0.15]),
+        (1, 2, [0.5, 0.46, 0.02, 0.02]),
+    ):
+        table[position, token] = torch.tensor(probabilities).log()
+    return table
+
+
+BEAM_SEARCHES = {  # name: (table, num_return_sequences, num_beams, max_new_tokens, no_repeat_ngram_size)
+    "one_beam_is_greedy": (lambda: beam_table(8), 1, 1, 5, 0),
+    "beats_greedy": (notes_table, 2, 2, 2, 0),
+    "finished_beams": (lambda: beam_table(9, eos_bias=1.0), 2, 3, 4, 0),
+    "no_repeat_bigram": (lambda: beam_table(10), 2, 2, 5, 2),
+}
+
+
+def beam_search_cases(ref: Reference) -> list[Case]:
+    import torch
+
+    eos, prompt = len(BEAM_ALPHABET), "a"
+    cases = []
+    for name, (make_table, n_return, num_beams, max_new, ngram) in BEAM_SEARCHES.items():
+        table = make_table()
+        if num_beams == 1:  # one beam is greedy search: the expected answer is the greedy walk
+            walk = greedy_walk(table, [0], max_new, eos)
+            results = [
+                (sum(log_softmax_row(table, tuple(walk[:i]))[walk[i]] for i in range(1, len(walk))), tuple(walk))
+            ]
+        else:
+            results = expected_beam_search(table, (0,), n_return, num_beams, max_new, ngram, eos)
+        expected = beam_rows([([lp for lp, _ in results], [list(seq) for _, seq in results])])
+        args = [torch.tensor(value) for value in (n_return, num_beams, max_new, ngram)]
+        cases.append(Case(name, args, expected, extra=_beam_extra(table, prompt=prompt)))
+    return cases
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+
+def beams(method: str, driver: str) -> Target:
+    return Target("sampling", "Beams", method, driver=f"{DRIVERS}:{driver}")
+
+
+CHECKS = (
+    Check(
+        "beam.generate",
+        "sampling",
+        2,
+        beams("generate", "generate"),
+        "extending beams",
+        beam_generate_cases,
+        comparison=same_beams_any_order,
+        tolerance=LOGPROB_TOLERANCE,
+        expected_from="the exact beams",
+    ),
+    Check(
+        "beam.filter",
+        "sampling",
+        1,
+        beams("filter", "filter_beams"),
+        "keeping the best beams",
+        beam_filter_cases,
+        comparison=filtered_beams,
+        tolerance=LOGPROB_TOLERANCE,
+        expected_from="the exact beams",
+    ),
+    Check(
+        "beam.search",
+        "sampling",
+        2,
+        sampler("beam_search", "beam_search"),
+        "beam search",
+        beam_search_cases,
+        comparison=same_beams_in_order,
+        tolerance=LOGPROB_TOLERANCE,
+        expected_from="the exhaustive search",
+    ),
+)

