@@ -1,8 +1,13 @@
-"""From what the learner's process sent back to a `CheckResult`: compare, then diagnose."""
+"""From what the learner's process sent back to a `CheckResult`: compare, then diagnose.
+
+`judge` is a function of its evidence: each step returns what it found (`Compared`, `Diagnosis`,
+`Verdict`, all frozen) and the `CheckResult` is built once from them."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
 
 from . import wire
 from .checks import Check
@@ -14,11 +19,40 @@ from .results import CheckResult, reference_name
 from .runner import Outcome
 
 
-@dataclass
+@dataclass(frozen=True)
 class Failure:
     case: str
     message: str
     output_wrong: bool  # False when the output is right but something else is not (an input modified in place)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What comparing every case the learner's code completed found."""
+
+    actual_shape: list[int] | None = None  # of the first case whose comparison knows the shapes
+    expected_shape: list[int] | None = None
+    max_abs_diff: float | None = None  # the reported failure's, else the largest over every case
+    failure: Failure | None = None
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Of a wrong output: the known mistake it matches and where it first leaves the reference."""
+
+    hint: str | None = None
+    divergence: str | None = None
+    place: tuple[str, int] | None = None  # the learner's line that produced the first value that differs
+    figures: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    message: str
+    compared: Compared = Compared()  # nothing compared: the learner's process ended before answering
+    diagnosis: Diagnosis = Diagnosis()
+    notes: tuple[str, ...] = ()
 
 
 class Evidence:
@@ -65,54 +99,79 @@ class Evidence:
 
 
 def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResult:
+    """The check's result, built once from the evidence: what its verdict says, where, and what to do next."""
     evidence = Evidence(check, outcome, reference)
-    # Not judged yet: only `verdict`, once every case has been compared, may say "pass".
-    result = CheckResult(check.id, check.part, check.summary, "error", check.points, seconds=round(outcome.seconds, 3))
     where = outcome.reply.where or outcome.reply.target_where
-    result.file, result.line = (where.file if where else "") or f"{check.target.file}.py", where.line if where else None
-    result.trace = trace_lines(evidence)
-    result.printed, result.target = list(outcome.printed), check.target.label
-    verdict(evidence, result, where)
-    result.figures |= attention_patterns(evidence) | logit_lens_tops(evidence)
-    result.next_step = next_step(check, result, evidence.expected_from, where)
-    return result
+    ruling = verdict(evidence, where)
+    compared, diagnosis = ruling.compared, ruling.diagnosis
+    file, line = diagnosis.place or (
+        (where.file if where else "") or f"{check.target.file}.py",
+        where.line if where else None,
+    )
+    result = CheckResult(
+        check.id,
+        check.part,
+        check.summary,
+        ruling.status,
+        check.points,
+        ruling.message,
+        max_abs_diff=compared.max_abs_diff,
+        expected_shape=compared.expected_shape,
+        actual_shape=compared.actual_shape,
+        notes=list(ruling.notes),
+        file=file,
+        line=line,
+        seconds=round(outcome.seconds, 3),
+        hint=diagnosis.hint,
+        divergence=diagnosis.divergence,
+        trace=trace_lines(evidence),
+        target=check.target.label,
+        printed=list(outcome.printed),
+        figures=diagnosis.figures | attention_patterns(evidence) | logit_lens_tops(evidence),
+    )
+    return replace(result, next_step=next_step(check, result, evidence.expected_from, where))
 
 
-def verdict(evidence: Evidence, result: CheckResult, where: wire.Place | None) -> None:
+def verdict(evidence: Evidence, where: wire.Place | None) -> Verdict:
+    """The status and message, in the order the outcomes rule each other out: only a check whose
+    every case was compared and right may pass."""
     check, outcome, reply = evidence.check, evidence.outcome, evidence.reply
     if outcome.status in ("timeout", "crashed"):
-        return _set(result, "timeout" if outcome.status == "timeout" else "error", outcome.message)
+        return Verdict("timeout" if outcome.status == "timeout" else "error", outcome.message)
     if outcome.status == "forbidden":
-        return _set(result, "fail", reply.error + at(where))
+        return Verdict("fail", reply.error + at(where))
     if outcome.status == "weights" and reply.weights:
-        return _set(result, "fail", weights_message(reply.weights, evidence.reference_name))
+        return Verdict("fail", weights_message(reply.weights, evidence.reference_name))
     unanswered = [name for name in reply.outputs if wire.output_key(name) not in outcome.outputs]
     if unanswered:
-        return _set(result, "error", f"the check's process gave no output for {unanswered[0]}")
-    failure = first_failing_case(evidence, result)
+        return Verdict("error", f"the check's process gave no output for {unanswered[0]}")
+    compared = compare_cases(evidence)
+    failure = compared.failure
     if outcome.status == "todo":
-        return _set(result, "todo", f"{unwritten(check, where)} is not implemented yet" + at(where, code=False))
+        return Verdict("todo", f"{unwritten(check, where)} is not implemented yet" + at(where, code=False), compared)
     if failure:
-        _set(result, "fail", failure.message)
-        if failure.output_wrong:
-            diagnose(evidence, failure.case, result)
-        return None
+        diagnosis = diagnose(evidence, failure.case) if failure.output_wrong else Diagnosis()
+        return Verdict("fail", failure.message, compared, diagnosis)
     if outcome.status == "error":
-        return _set(result, "error", reply.error + at(where) + raised_on(evidence))
+        return Verdict("error", reply.error + at(where) + raised_on(evidence), compared)
     if reply.bad_output:
-        bad = reply.bad_output
-        return _set(result, "fail", f"{check.target.label} {bad.problem} on {bad.case}")
+        return Verdict("fail", f"{check.target.label} {reply.bad_output.problem} on {reply.bad_output.case}", compared)
     if outcome.status != "ran" or len(reply.outputs) != len(evidence.cases):
-        return _set(result, "error", "the check's process did not complete every case")
-    if check.notes:
-        outputs = {name: evidence.output(name) for name in reply.outputs}
-        facts = {"param_counts": reply.param_counts, "outputs": outputs, "expected": evidence.expected}
-        result.notes = check.notes(facts | {"reference_param_counts": evidence.reference_param_counts})
-    return _set(result, "pass", "")
+        return Verdict("error", "the check's process did not complete every case", compared)
+    return Verdict("pass", "", compared, notes=tuple(notes(evidence)))
 
 
-def first_failing_case(evidence: Evidence, result: CheckResult) -> Failure | None:
-    """Compare every case the learner's code completed; the first that fails.
+def notes(evidence: Evidence) -> list[str]:
+    """What the check says of a pass beyond "pass" (e.g. the parameter counts), from the facts it reads."""
+    if not evidence.check.notes:
+        return []
+    outputs = {name: evidence.output(name) for name in evidence.reply.outputs}
+    facts = {"param_counts": evidence.reply.param_counts, "outputs": outputs, "expected": evidence.expected}
+    return evidence.check.notes(facts | {"reference_param_counts": evidence.reference_param_counts})
+
+
+def compare_cases(evidence: Evidence) -> Compared:
+    """Compare every case the learner's code completed; the failure to report, if any.
 
     A case with a hint (an input built to expose one mistake) names that mistake only when no
     ordinary case fails too. Once one fails, `max_abs_diff` is that case's, the number its message
@@ -120,31 +179,36 @@ def first_failing_case(evidence: Evidence, result: CheckResult) -> Failure | Non
     """
     check = evidence.check
     compare = check.comparison or allclose
-    failures, diffs = [], {}
-    for name in evidence.reply.outputs:
-        comparison: CaseComparison = compare(evidence.output(name), evidence.expected[name], check.tolerance)
-        if result.actual_shape is None:
-            result.actual_shape, result.expected_shape = comparison.actual_shape, comparison.expected_shape
-        diffs[name] = comparison.max_abs_diff
-        if comparison.max_abs_diff is not None:
-            result.max_abs_diff = max(result.max_abs_diff or 0.0, comparison.max_abs_diff)
-        if not comparison.ok:
-            failures.append(
-                Failure(name, f"differs from {evidence.expected_from} on {name}: {comparison.message}", True)
-            )
-        elif modified_input(evidence, name):
-            failures.append(
-                Failure(
-                    name,
-                    f"the output is right but {check.target.label} modified its input in place on {name} "
-                    "(use x = x + ..., not x += ...)",
-                    False,
-                )
-            )
+    comparisons: dict[str, CaseComparison] = {
+        name: compare(evidence.output(name), evidence.expected[name], check.tolerance)
+        for name in evidence.reply.outputs
+    }
+    failures = [
+        failure for name, comparison in comparisons.items() if (failure := case_failure(evidence, name, comparison))
+    ]
     failure = reported_failure(evidence, failures)
-    if failure:
-        result.max_abs_diff = diffs[failure.case]
-    return failure
+    # The shapes of the first case whose comparison gives them (those of text and of beams do not).
+    shaped = next((c for c in comparisons.values() if c.actual_shape is not None), CaseComparison(False, ""))
+    max_abs_diff = comparisons[failure.case].max_abs_diff if failure else largest(comparisons.values())
+    return Compared(shaped.actual_shape, shaped.expected_shape, max_abs_diff, failure)
+
+
+def case_failure(evidence: Evidence, case: str, comparison: CaseComparison) -> Failure | None:
+    if not comparison.ok:
+        return Failure(case, f"differs from {evidence.expected_from} on {case}: {comparison.message}", True)
+    if modified_input(evidence, case):
+        message = (
+            f"the output is right but {evidence.check.target.label} modified its input in place on {case} "
+            "(use x = x + ..., not x += ...)"
+        )
+        return Failure(case, message, False)
+    return None
+
+
+def largest(comparisons: Iterable[CaseComparison]) -> float | None:
+    """The largest difference a case reported (a NaN never wins), or None when none reported one."""
+    known = [c.max_abs_diff for c in comparisons if c.max_abs_diff is not None]
+    return max((diff for diff in known if not math.isnan(diff)), default=0.0) if known else None
 
 
 def reported_failure(evidence: Evidence, failures: list[Failure]) -> Failure | None:
@@ -170,19 +234,20 @@ def modified_input(evidence: Evidence, case: str) -> bool:
     )
 
 
-def diagnose(evidence: Evidence, case: str, result: CheckResult) -> None:
+def diagnose(evidence: Evidence, case: str) -> Diagnosis:
     """The known mistake the output matches, and where the computation first leaves the reference's:
     the line of the learner's code that produced the first value that differs, when it is known."""
     check = evidence.check
-    result.hint = matching_mistake(evidence.output(case), evidence.mistakes(case), check.tolerance, check.comparison)
+    hint = matching_mistake(evidence.output(case), evidence.mistakes(case), check.tolerance, check.comparison)
     divergence = first_divergence(
         evidence.steps(case), evidence.candidates(case), check.tolerance, evidence.reference_name
     )
-    if divergence:
-        result.divergence = divergence.text
-        if divergence.line:
-            result.file, result.line = divergence.file, divergence.line
-    result.figures |= difference(evidence, case)
+    return Diagnosis(
+        hint,
+        divergence.text if divergence else None,
+        (divergence.file, divergence.line) if divergence and divergence.line else None,
+        difference(evidence, case),
+    )
 
 
 def trace_lines(evidence: Evidence) -> list[dict]:
@@ -248,7 +313,3 @@ def at(where: wire.Place | None, code: bool = True) -> str:
         return ""
     line = f": {where.code}" if code and where.code else ""
     return f" ({where.file}:{where.line}{line})"
-
-
-def _set(result: CheckResult, status: str, message: str) -> None:
-    result.status, result.message = status, message

@@ -6,16 +6,17 @@ expected tensors, the inputs and the meta of one check), so each test states its
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 
 import numpy as np
 import pytest
 
 from grader import wire
 from grader.checks import Check, Target
+from grader.compare import CaseComparison, allclose
 from grader.runner import Outcome
 from grader.types import Tolerance
-from grader.verdict import judge
+from grader.verdict import Evidence, judge, largest, verdict
 
 X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 CHECK = Check(
@@ -190,3 +191,45 @@ def test_notes_are_added_to_a_pass():
 
     result = judge(replace(CHECK, notes=notes), ran({"small/out": 2 * X}, param_counts={"total": 7}), ONE_CASE)
     assert result.status == "pass" and result.notes == ["7 of 124 parameters"]
+
+
+# --- judge as a function of its evidence --------------------------------------------------------
+
+
+def test_the_verdict_is_frozen_and_the_same_evidence_gives_the_same_result():
+    outcome = ran({"small/out": 2 * X + 1})
+    ruling = verdict(Evidence(CHECK, outcome, ONE_CASE), None)
+    assert (ruling.status, ruling.compared.max_abs_diff, ruling.compared.failure.case) == ("fail", 1.0, "small")
+    with pytest.raises(FrozenInstanceError):
+        ruling.status = "pass"
+    assert judge(CHECK, outcome, ONE_CASE) == judge(CHECK, outcome, ONE_CASE)
+    assert outcome.outputs["small/out"][0, 0] == 3.0  # the evidence is read, never changed
+
+
+def test_a_pass_reports_the_largest_difference_over_every_case():
+    reference = StandInReference([case("a"), case("b")], {"a": 2 * X, "b": 2 * X})
+    result = judge(CHECK, ran({"a/out": 2 * X + 1e-5, "b/out": 2 * X + 3e-5}, ("a", "b")), reference)
+    assert result.status == "pass" and result.max_abs_diff == pytest.approx(3e-5)
+
+
+def test_the_shapes_are_those_of_the_first_case_whose_comparison_gives_them():
+    def shapeless_for_scalars(actual, expected, tolerance):
+        return allclose(actual, expected, tolerance) if actual.ndim else CaseComparison(True, "", 0.0)
+
+    reference = StandInReference([case("scalar"), case("small")], {"scalar": np.array(1.0), "small": 2 * X})
+    outputs = {"scalar/out": np.array(1.0), "small/out": 2 * X}
+    result = judge(replace(CHECK, comparison=shapeless_for_scalars), ran(outputs, ("scalar", "small")), reference)
+    assert (result.status, result.actual_shape, result.expected_shape) == ("pass", [2, 3], [2, 3])
+
+
+def test_a_todo_still_reports_what_its_completed_cases_compared():
+    reply = wire.Reply("todo", outputs=["small"], error="NotImplementedError")
+    result = judge(CHECK, Outcome("todo", reply, {"small/out": X}), ONE_CASE)
+    assert (result.status, result.max_abs_diff, result.actual_shape) == ("todo", 6.0, [2, 3])
+    assert result.hint is None and result.divergence is None
+
+
+def test_a_nan_difference_is_never_the_largest():
+    assert largest([CaseComparison(True, "", float("nan")), CaseComparison(True, "", 0.5), CaseComparison(True)]) == 0.5
+    assert largest([CaseComparison(True, "", float("nan"))]) == 0.0
+    assert largest([CaseComparison(True)]) is None
