@@ -6,26 +6,12 @@ Heavy modules (torch, rich) are imported only once a command needs them, so `gra
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from .paths import REPO_ROOT, default_exercises
+from .render import RENDERERS
 from .runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
-
-# Report files: (option, renderer module in grader.render, help). Each renderer has
-# `render(report) -> str`; adding a format is one line here and one module there.
-REPORT_FILES = (
-    ("--json", "json", "also write the results as JSON to FILE"),
-    ("--junit", "junit", "also write the results as JUnit XML to FILE"),
-    ("--gradescope", "gradescope", "also write the results as Gradescope's results.json to FILE"),
-    (
-        "--html",
-        "html",
-        "also write a self-contained HTML page to FILE: the results, attention patterns beside GPT-2's, "
-        "where outputs differ, the logit lens",
-    ),
-)
 
 
 def add_timeout_option(p: argparse.ArgumentParser) -> None:
@@ -56,14 +42,11 @@ def parser() -> argparse.ArgumentParser:
         help="gpt2: the released weights; random: a seeded random model of the same shape; "
         "auto (default): gpt2 when cached or downloadable, else random",
     )
-    for option, _, help_text in REPORT_FILES:
-        p.add_argument(option, type=Path, metavar="FILE", help=help_text)
-    p.add_argument(
-        "--github",
-        action="store_true",
-        help="under GitHub Actions: a step summary, annotations at your lines, the score as a notice "
-        "and the GitHub Classroom result",
-    )
+    for option in (option for renderer in RENDERERS for option in renderer.options):
+        if option.file:
+            p.add_argument(option.flag, type=Path, metavar="FILE", help=option.help)
+        else:
+            p.add_argument(option.flag, action="store_true", help=option.help)
     add_timeout_option(p)
     p.add_argument(
         "--memory-limit",
@@ -93,7 +76,6 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep running: each save regrades the checks of the saved file and says what changed (Ctrl-C ends)",
     )
-    p.add_argument("--quiet", action="store_true", help="leave out what your code printed during each check")
     p.add_argument(
         "--download", action="store_true", help="fetch GPT-2 into the Hugging Face cache (online, once) and exit"
     )
@@ -114,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownCheck as error:
         print(f"grade: {error}", file=sys.stderr)
         return 2
-    if args.watch and (args.github or requested_files(args)):  # a file would hold one run of many
+    if args.watch and any(not r.always for r in chosen_renderers(args)):  # a file would hold one run of many
         print(
             "grade: --watch reports in the terminal only; run grade without it to write report files", file=sys.stderr
         )
@@ -134,31 +116,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def grade(checks, package: Path, args) -> int:
-    import importlib
-
     from rich.console import Console
 
     from . import sandbox
     from .pipeline import ReferenceTampered, grade_package
     from .refcache import ReferenceUnavailable, discard
-    from .render import github, text
     from .runner import Limits
 
     confinement = sandbox.status()
     if args.require_sandbox and not confinement.on:
         print(f"grade: --require-sandbox, and there is none: {confinement.describe()}", file=sys.stderr)
         return 2
-    # Everything the grader needs after the learner's code has run is imported before it runs.
-    renderers = {
-        module: importlib.import_module(f"grader.render.{module}") for option, module, _ in requested_files(args)
-    }
+    # Everything the grader needs after the learner's code has run is imported before it runs, and
+    # under GitHub Actions nothing printed from here on until the report is published is a workflow command.
+    emits = [renderer.emitter(vars(args), say) for renderer in chosen_renderers(args)]
     sandbox.become_subreaper()  # a learner process that outlives its worker still ends with the grading
-    on_actions = args.github and github.under_actions(os.environ)
-    if args.github and not on_actions:
-        print("grade: --github does nothing outside GitHub Actions (GITHUB_ACTIONS is not 'true')", file=sys.stderr)
-    # Learner code runs from here on: nothing printed until publish may be read as a workflow command.
-    commands_token = github.stop_commands(sys.stdout) if on_actions else None
-    console = Console()
     errors = Console(stderr=True)
     try:
         reference = prepare_reference(args, errors)
@@ -182,7 +154,7 @@ def grade(checks, package: Path, args) -> int:
         if args.watch:
             from .watch import watch
 
-            return watch(package, checks, reference, limits, console, not args.quiet, rebuilt)
+            return watch(package, checks, reference, limits, Console(), not args.quiet, rebuilt)
         try:
             with errors.status(f"running {len(checks)} checks on {package}"):
                 report = grade_package(package, checks, reference, limits)
@@ -192,15 +164,17 @@ def grade(checks, package: Path, args) -> int:
         print(f"grade: no trustworthy reference: {again}", file=sys.stderr)
         return 2
     sandbox.end_descendants()  # nothing the learner's code started may touch what is written next
-    text.print_report(report, console, show_printed=not args.quiet)
-    write_report_files(report, args, renderers)
-    if commands_token:
-        for problem in github.publish(report, os.environ, sys.stdout, commands_token):
-            print(f"grade: {problem}", file=sys.stderr)
+    for emit in emits:  # the terminal's report, then the files, then GitHub's step
+        emit(report)
     if not report.passed:  # make and CI print only "Error 1": say what the exit code means
         failing = sum(check.status != "pass" for check in report.checks)
         print(f"grade: {failing} of {len(report.checks)} checks do not pass yet (exit 1)", file=sys.stderr)
     return 0 if report.passed else 1
+
+
+def say(problem: str) -> None:
+    """One line on stderr about what could not be done; the rest of the report stays intact."""
+    print(f"grade: {problem}", file=sys.stderr)
 
 
 def download() -> int:
@@ -252,18 +226,6 @@ def plain_progress():
     return progress
 
 
-def requested_files(args) -> list[tuple[str, str, Path]]:
-    """(option, renderer module, path) of each report file asked for."""
-    paths = (
-        (option, module, getattr(args, option.lstrip("-").replace("-", "_"))) for option, module, _ in REPORT_FILES
-    )
-    return [(option, module, path) for option, module, path in paths if path is not None]
-
-
-def write_report_files(report, args, renderers: dict) -> None:
-    """Every requested report file; one that cannot be written costs one line, not the others."""
-    for _, module, path in requested_files(args):
-        try:
-            path.write_text(renderers[module].render(report) + "\n")
-        except OSError as error:
-            print(f"grade: could not write {path}: {error.strerror or error}", file=sys.stderr)
+def chosen_renderers(args) -> list:
+    """The renderers this run shows its report with, in RENDERERS' order."""
+    return [renderer for renderer in RENDERERS if renderer.chosen(vars(args))]

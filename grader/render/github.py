@@ -2,19 +2,23 @@
 
 `summary`, `annotations` and `classroom_result` are pure functions of a Report (and of the
 workspace that file paths are given relative to). `stop_commands` and `publish` are the only code
-that touches the step: its log, and the files GitHub names in $GITHUB_STEP_SUMMARY and $GITHUB_OUTPUT.
+that touches the step: its log, and the files GitHub names in $GITHUB_STEP_SUMMARY and $GITHUB_OUTPUT;
+`emitter` is how `grade --github` calls them (grader.render's interface).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
 from ..results import CheckResult, Report
+from . import Emit, Say
 from .markdown import literal, paragraphs
 from .text import fallback_banner
 
@@ -150,3 +154,19 @@ def publish(report: Report, environ: Mapping[str, str], stream: TextIO, token: s
         except OSError as error:
             problems.append(f"could not write ${variable} ({environ[variable]}): {error.strerror or error}")
     return problems
+
+
+def emitter(chosen: dict, say: Say) -> Emit:
+    """--github, before the learner's code runs: under Actions, workflow commands stop until the
+    report is published; elsewhere it says it does nothing."""
+    if not under_actions(os.environ):
+        say("--github does nothing outside GitHub Actions (GITHUB_ACTIONS is not 'true')")
+        return lambda report: None
+    stream = sys.stdout
+    token = stop_commands(stream)  # learner code runs from here on: what it prints is never a command
+
+    def emit(report: Report) -> None:
+        for problem in publish(report, os.environ, stream, token):
+            say(problem)
+
+    return emit

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..results import CheckResult, Report
+from . import Emit, Say
 
 STYLES = {"pass": "green", "fail": "red", "todo": "yellow", "error": "magenta", "timeout": "magenta"}
 PRINTED_LINES = 10  # of what the learner's code printed, per check; --quiet shows none
@@ -165,3 +166,9 @@ def print_report(report: Report, console: Console | None = None, show_printed: b
         for line in trace(check):
             console.print(line, soft_wrap=True)
     console.print(render(report, show_printed))
+
+
+def emitter(chosen: dict, say: Say) -> Emit:
+    """`grade`'s terminal report, --quiet leaving out what the learner's code printed."""
+    console = Console()
+    return lambda report: print_report(report, console, show_printed=not chosen["quiet"])
