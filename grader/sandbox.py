@@ -47,7 +47,7 @@ FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # the right
 SCRATCH = READ | WRITE_FILE | MAKE_REG | REMOVE_FILE | MAKE_DIR | REMOVE_DIR | TRUNCATE
 
 FORBIDDEN_PACKAGES = ("transformer_lens", "transformers")  # the reference's libraries
-LEARNER_SIDE = ("__init__.py", "wire.py", "learner.py", "sandbox.py", "drivers")  # the grader files a check may read
+LEARNER_SIDE = ("__init__.py", "wire.py", "learner", "sandbox.py", "drivers")  # the grader files a check may read
 SYSTEM_READABLE = (
     *("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/etc/ld.so.cache"),  # shared libraries, loaded on first use
     *("/dev/null", "/dev/urandom", "/dev/zero"),

@@ -61,7 +61,7 @@ def test_the_device_message_names_what_torch_named():
     """torch's two wordings: cuda's kernels, and the device checks of meta and mps tensors."""
     import torch
 
-    from grader.learner import device_mixup
+    from grader.learner.device import device_mixup
 
     cuda = RuntimeError(
         "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"

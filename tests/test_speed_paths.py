@@ -17,7 +17,8 @@ from conftest import write_variant
 from test_interp import MISTAKES as INTERP_MISTAKES
 from verdicts import NAMES, expected_statuses, verdicts
 
-from grader import learner, wire
+from grader import wire
+from grader.learner import server, weights
 
 
 class Filled(torch.nn.Module):
@@ -33,7 +34,7 @@ class Filled(torch.nn.Module):
 
 
 def test_every_random_fill_is_skipped_and_only_those():
-    with learner.SkipRandomFills():
+    with weights.SkipRandomFills():
         module = Filled()
     assert all(not p.any() for p in (module.a, module.b, module.c))
     assert (module.d == 2.0).all()
@@ -42,11 +43,11 @@ def test_every_random_fill_is_skipped_and_only_those():
 
 
 def test_a_drivers_imports_are_warmed_before_the_fork(monkeypatch):
-    for name in ("grader.drivers.training", *learner.DRIVER_IMPORTS["grader.drivers.training"]):
+    for name in ("grader.drivers.training", *server.DRIVER_IMPORTS["grader.drivers.training"]):
         monkeypatch.delitem(sys.modules, name, raising=False)
     target = wire.TargetSpec("training", "make_optimizer", None, "grader.drivers.training:groups")
     request = wire.Request("", "", target, [], "", "", "", timeout=1.0, memory_bytes=0)
-    learner.warm_imports(request)
+    server.warm_imports(request)
     assert {"grader.drivers.training", "torch._dynamo"} <= set(sys.modules)
 
 

@@ -186,7 +186,7 @@ def test_the_recorder_keeps_the_line_of_each_binding_and_return(tmp_path):
 
     import torch
 
-    from grader.learner import Recorder
+    from grader.learner.recorder import Recorder
 
     (tmp_path / "traced.py").write_text(TRACED)
     spec = importlib.util.spec_from_file_location("traced", tmp_path / "traced.py")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import torch
 
-from ..learner import source_place
 from . import COUNT_KEYS
 from .replay import replaying
 
@@ -20,7 +19,7 @@ MODULES = {
 def learner_function(ctx):
     """The learner's interp function named by the check, remembered as the place to point at."""
     function = ctx.package.attribute(ctx.target["file"], ctx.target["name"])
-    ctx.reply["target_where"] = source_place(function)
+    ctx.point_at(function)
     return function
 
 

@@ -7,8 +7,6 @@ import inspect
 
 import torch
 
-from ..learner import target_function
-
 NO_OFFSET = (
     "apply_causal_mask takes the number of cached positions as its second argument (past_kv_pos_offset, "
     "default 0): query i sits at position past_kv_pos_offset + i, as the KV cache needs"
@@ -17,7 +15,7 @@ NO_OFFSET = (
 
 def causal_mask(ctx, args) -> torch.Tensor:
     """apply_causal_mask(scores), or apply_causal_mask(scores, offset) for a case whose queries follow cached keys."""
-    mask = target_function(ctx)
+    mask = ctx.target_function()
     scores, *offset = args
     if not offset:
         return mask(scores)

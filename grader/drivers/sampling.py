@@ -9,7 +9,6 @@ import inspect
 
 import torch
 
-from ..learner import source_place
 from . import beam_rows, tensor_text, text_tensor
 from .stand_ins import TableModel, Tokenizer
 
@@ -22,7 +21,7 @@ def plain(arg: torch.Tensor):
 def learner_method(ctx, cls_name: str, method: str | None = None):
     """The learner's `cls_name.method` (the check's method by default), remembered as the place to point at."""
     function = getattr(ctx.package.attribute("sampling", cls_name), method or ctx.target["method"])
-    ctx.reply["target_where"] = source_place(inspect.unwrap(function))  # past torch.inference_mode
+    ctx.point_at(inspect.unwrap(function))  # past torch.inference_mode
     return function
 
 
@@ -119,7 +118,7 @@ def cached_model(ctx, args) -> torch.Tensor:
         model = ctx.module(ctx.package.attribute("kv_cache", "CachedTransformer"))
     except LookupError as missing:  # an optional bonus: a package without it has simply not done it yet
         raise NotImplementedError(str(missing)) from None
-    ctx.reply["target_where"] = source_place(type(model).forward)
+    ctx.point_at(type(model).forward)
     if not args:
         return greedy_text(
             ctx,

@@ -13,8 +13,6 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
-from ..learner import source_place
-
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
@@ -51,7 +49,7 @@ PARAMETER_NAMES = (  # the tiny Transformer's parameters, named as GPT-2's: make
 def learner_function(ctx):
     """The learner's training function named by the check, remembered as the place to point at."""
     function = ctx.package.attribute(ctx.target["file"], ctx.target["name"])
-    ctx.reply["target_where"] = source_place(function)
+    ctx.point_at(function)
     return function
 
 
@@ -170,7 +168,7 @@ def outcome(ctx, args) -> Tensor:
 
     max_lr, min_lr, warmup, weight_decay, clip, d_vocab = args[0].tolist()
     trainer_class = ctx.package.attribute("training", "Trainer")
-    ctx.reply["target_where"] = source_place(getattr(trainer_class, "fit", trainer_class))
+    ctx.point_at(getattr(trainer_class, "fit", trainer_class))
     training_args = ctx.package.attribute("training", "TrainingArgs")(
         max_lr=max_lr, min_lr=min_lr, warmup=int(warmup), weight_decay=weight_decay, clip=clip, progress=False
     )

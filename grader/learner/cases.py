@@ -1,0 +1,184 @@
+"""One check's cases in the check's process: the learner's target driven case by case, its outputs written."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+from dataclasses import asdict
+from pathlib import Path
+
+from .. import wire
+from ..drivers.replay import replaying
+from ..types import counts_by_part
+from ..wire import Capture, CaseSpec, Request
+from .device import DeviceUnavailable, device_mixup, resolve_device
+from .guards import Forbidden
+from .package import LearnerPackage, describe, learner_frame, one_line, source_place
+from .recorder import Recorder, parameter_shapes
+from .weights import SkipRandomFills, Source, WeightsMismatch, load_weights
+
+
+class CaseContext:
+    """What a driver gets for one case: the learner's package, the case's tensors, and a way to
+    build the learner's modules loaded with reference weights (memoised per weights and overrides)."""
+
+    def __init__(self, package: LearnerPackage, target: dict, weights, inputs, reply: dict, device=None):
+        self.package, self.target, self.weights, self.inputs, self.reply = package, target, weights, inputs, reply
+        self.device = device or "cpu"
+        self.case = CaseSpec("", 0, None, [])
+        self.captured: list = []  # the recorded tensors of this case, when they are kept
+        self._built: dict = {}
+
+    def start(self, case: CaseSpec) -> None:
+        self.case, self.captured = case, []
+
+    @property
+    def args(self) -> list:
+        return [self.inputs.get_tensor(wire.arg_key(self.case.name, i)).to(self.device) for i in range(self.case.args)]
+
+    def tensor(self, name: str):
+        """An extra input tensor of this case (a `Case.extra` of the check)."""
+        return self.inputs.get_tensor(wire.extra_key(self.case.name, name)).to(self.device)
+
+    def module(self, cls):
+        """`cls(Config())` of the learner's package, loaded with this case's reference weights."""
+        prefix = self.case.weights or ""
+        memo = (cls, prefix, tuple(self.case.overrides))
+        if memo not in self._built:
+            self._built = {}  # one at a time: the whole model is large
+            with SkipRandomFills() if self.target.get("fast_init", True) else contextlib.nullcontext():
+                module = cls(self.package.config())
+            keys = {key[len(prefix) :]: key for key in self.weights.keys() if key.startswith(prefix)}
+            overrides = set(self.case.overrides)
+            sources = self.weights.sources({name: key for name, key in keys.items() if name not in overrides})
+            sources |= {name: self._override(name) for name in overrides & set(keys)}
+            self.reply["weights"] = load_weights(module, sources)
+            self.reply["param_counts"] = counts_by_part((name, p.numel()) for name, p in module.named_parameters())
+            self._built[memo] = module.to(self.device)  # loaded on the CPU, where the weights are read
+        return self._built[memo]
+
+    def _override(self, name: str) -> Source:
+        """A parameter's value this case replaces GPT-2's with (an input of the check's own)."""
+        key = wire.override_key(self.case.name, name)
+        return Source(self.inputs.get_slice(key).get_shape(), lambda: self.inputs.get_tensor(key), False)
+
+    def target_function(self):
+        """The learner's function, or the method of its module loaded with this case's weights."""
+        obj = self.package.attribute(self.target["file"], self.target["name"])
+        function = obj if self.target["method"] is None else getattr(self.module(obj), self.target["method"])
+        self.point_at(function)
+        return function
+
+    def point_at(self, function) -> None:
+        """Name `function`, where the learner defined it, as the place a failing check points to."""
+        self.reply["target_where"] = source_place(function)
+
+
+def call_target(ctx: CaseContext, args: list, capture: Capture | None = None):
+    """The default driver: call the target, recording its intermediates when asked to; the submodules
+    the case ships GPT-2's outputs for answer them (`grader.drivers.replay`)."""
+    function = ctx.target_function()
+    root = getattr(function, "__self__", None)
+    if not capture:
+        with replaying(ctx, root):
+            return function(*args)
+    root_tag = (ctx.case.weights or "").rstrip(".")
+    recorder = Recorder(ctx.package.path, capture.modes, capture.keep, root, root_tag, ctx.target["name"])
+    with recorder, replaying(ctx, root):
+        try:
+            return function(*args)
+        finally:
+            ctx.reply.setdefault("captures", {})[ctx.case.name] = recorder.records
+            ctx.captured = recorder.kept
+            if root is not None and "parameters" not in ctx.reply:  # the first case's, like its trace
+                ctx.reply["parameters"] = parameter_shapes(root, recorder)
+
+
+def driver_for(target: dict):
+    if not target.get("driver"):
+        return call_target
+    module_name, _, function = target["driver"].partition(":")
+    return getattr(importlib.import_module(module_name), function)
+
+
+def run_request(package: LearnerPackage, request: Request, weights, inputs) -> dict:
+    """Every case of the request, in order, until one cannot be completed; the outputs written to scratch."""
+    import torch
+    from safetensors.torch import save_file
+
+    reply: dict = {"outputs": [], "param_counts": {}}
+    target = asdict(request.target)
+    try:
+        device = resolve_device(request.device)
+    except DeviceUnavailable as error:
+        return {**reply, "status": "error", "error": str(error)}
+    ctx = CaseContext(package, target, weights, inputs, reply, device)
+    drive = driver_for(target)
+    if drive is call_target and request.capture:
+        drive = functools.partial(call_target, capture=request.capture)
+    outputs = {}
+    try:
+        for case in request.cases:
+            ctx.start(case)
+            args = ctx.args
+            torch.manual_seed(0)  # anything random in the learner's code repeats from run to run
+            with torch.no_grad():
+                result = drive(ctx, args)
+            problem = output_problem(result, args, from_driver=bool(target.get("driver")))
+            if problem:
+                reply["bad_output"] = {"case": case.name, "problem": problem}
+                break
+            outputs[wire.output_key(case.name)] = result.detach().cpu().clone().contiguous()
+            for i, value in enumerate(ctx.captured):
+                outputs[wire.capture_key(case.name, i)] = readable(value)
+            if request.watch_inputs:
+                for i, arg in enumerate(args):
+                    outputs[wire.arg_after_key(case.name, i)] = arg.detach().cpu().clone().contiguous()
+            reply["outputs"].append(case.name)
+    except WeightsMismatch as mismatch:
+        reply.update(status="weights", weights=mismatch.facts)
+    except BaseException as error:  # learner code may raise SystemExit or KeyboardInterrupt too
+        reply.update(failure_reply(error, package.path, device))
+    if outputs:
+        save_file(outputs, str(Path(request.scratch) / wire.OUTPUTS_FILE))
+    reply.setdefault("status", "ran")
+    return reply
+
+
+def readable(value):
+    """A recorded tensor in a dtype the grader's NumPy can read (a bfloat16 local becomes float32)."""
+    import torch
+
+    value = value.detach().clone().contiguous()
+    return value.float() if value.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2) else value
+
+
+def output_problem(result, args: list, from_driver: bool = False) -> str | None:
+    """Why `result` cannot be compared at all, or None. Values are judged in the parent. A driver
+    (grader code) may sum up on the CPU what the learner's code computed on another device."""
+    import torch
+
+    if type(result) is not torch.Tensor:
+        return f"returned a {describe(result)}, not a torch.Tensor"
+    device = next((arg.device for arg in args if isinstance(arg, torch.Tensor)), torch.device("cpu"))
+    if result.device != device and not (from_driver and result.device.type == "cpu"):
+        return f"returned a tensor on {result.device}, expected {device} (the input's device)"
+    if result.dtype == torch.bfloat16 or result.dtype.itemsize == 1 and result.dtype.is_floating_point:
+        return f"returned {result.dtype}: compute in float32, as GPT-2 does"
+    return None
+
+
+def failure_reply(error: BaseException, package: Path, device=None) -> dict:
+    where = learner_frame(error, package)
+    mixup = device_mixup(error, device)
+    if mixup:
+        return {"status": "error", "error": mixup, "where": where or None}
+    if isinstance(error, Forbidden):
+        return {"status": "forbidden", "error": str(error), "where": where or None}
+    if isinstance(error, PermissionError) and error.filename:
+        message = f"exercises may not read or write {error.filename}: the sandbox allows only your package and Python"
+        return {"status": "forbidden", "error": message, "where": where or None}
+    if isinstance(error, NotImplementedError):
+        return {"status": "todo", "where": where or None}
+    return {"status": "error", "error": one_line(error), "where": where or None}

@@ -1,0 +1,84 @@
+"""The learner's package, imported under a private name, and the places in it a report points to."""
+
+from __future__ import annotations
+
+import importlib.util
+import linecache
+import sys
+import traceback
+from pathlib import Path
+
+PACKAGE_NAME = "learner_package"
+
+
+def one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__
+
+
+class LearnerPackage:
+    def __init__(self, path: Path):
+        self.path = path.resolve()
+        spec = importlib.util.spec_from_file_location(
+            PACKAGE_NAME, self.path / "__init__.py", submodule_search_locations=[str(self.path)]
+        )
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{self.path} is not a Python package (no __init__.py)")
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[PACKAGE_NAME] = package
+        spec.loader.exec_module(package)
+
+    def module(self, file: str):
+        if not (self.path / f"{file}.py").is_file():
+            raise LookupError(f"{file}.py is missing from {self.path}")
+        return importlib.import_module(f"{PACKAGE_NAME}.{file}")
+
+    def attribute(self, file: str, name: str):
+        module = self.module(file)
+        if not hasattr(module, name):
+            raise LookupError(f"{file}.py has no {name}")
+        return getattr(module, name)
+
+    def config(self):
+        return self.attribute("config", "Config")()
+
+
+def learner_frame(error: BaseException, package: Path) -> dict:
+    """The innermost place in the learner's files where `error` came from, with the function there."""
+    if isinstance(error, SyntaxError) and error.filename and Path(error.filename).resolve().is_relative_to(package):
+        return {"file": Path(error.filename).name, "line": error.lineno, "code": (error.text or "").strip()}
+    frames = [
+        (frame, line)
+        for frame, line in traceback.walk_tb(error.__traceback__)
+        if Path(frame.f_code.co_filename).resolve().is_relative_to(package)
+    ]
+    if not frames:
+        return {}
+    frame, line = frames[-1]
+    return code_place(frame.f_code, line)
+
+
+def code_place(code, line: int) -> dict:
+    """file, line, that line's code, and the function it is in: the function a comprehension or a
+    nested helper belongs to, as the learner wrote it (`Beams.generate`, not `<listcomp>`)."""
+    return {
+        "file": Path(code.co_filename).name,
+        "line": line,
+        "code": linecache.getline(code.co_filename, line).strip(),
+        "function": code.co_qualname.split(".<locals>")[0],
+    }
+
+
+def describe(value) -> str:
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
+def source_place(function) -> dict | None:
+    """Where the learner defined `function`: the place a failing check points to."""
+    import inspect
+
+    try:
+        file, line = Path(inspect.getsourcefile(function)).name, inspect.getsourcelines(function)[1]
+    except (TypeError, OSError):
+        return None
+    return {"file": file, "line": line, "function": getattr(function, "__qualname__", "")}
