@@ -6,6 +6,7 @@ sampling with it must give GPT-2's own greedy text.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,7 +32,8 @@ def cached_model_output(actual, expected, tolerance: Tolerance) -> CaseCompariso
         actual = np.asarray(actual, dtype=np.float64)
         wrong = np.abs(actual - expected) > tolerance.atol + tolerance.rtol * np.abs(expected)
         position = int(np.flatnonzero(wrong.any(axis=(0, 2)))[0])
-        result.message = f"the logits first differ at position {position} (max abs diff {result.max_abs_diff:.3g})"
+        message = f"the logits first differ at position {position} (max abs diff {result.max_abs_diff:.3g})"
+        return replace(result, message=message)
     return result
 
 
