@@ -2,7 +2,7 @@
 them that `grade` reads: every format's options and their help.
 
 The options are declared here, by module name, so that `grade --help` imports no renderer (matplotlib
-and rich take longer to import than the help takes to print); `grade` imports the module of each
+alone takes longer to import than the help takes to print); `grade` imports the module of each
 format chosen, before the learner's code runs. A format's module has one entry point:
 - `render(report) -> str`, a report file: its option names the FILE, and `grade` writes it there;
 - `emitter(chosen, say) -> emit`, what shows the report elsewhere (the terminal, GitHub's step):
