@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import linecache
 import sys
@@ -16,11 +18,34 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__
 
 
+class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles a learner's file from its source every time, and writes no bytecode: a .pyc written within
+    the second of a save, at the same size, would pass for the saved file (watch mode saves often)."""
+
+    def path_stats(self, path):
+        raise OSError("the learner's files are never read from bytecode")  # SourceLoader then compiles the source
+
+
+class LearnerFinder(importlib.abc.MetaPathFinder):
+    """Finds the modules of the learner's package, and only those, with SourceOnlyLoader; the libraries
+    they import keep their bytecode caches."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not fullname.startswith(PACKAGE_NAME + ".") or not path:
+            return None
+        return importlib.machinery.FileFinder(path[0], (SourceOnlyLoader, [".py"])).find_spec(fullname, target)
+
+
 class LearnerPackage:
     def __init__(self, path: Path):
         self.path = path.resolve()
+        sys.meta_path.insert(0, LearnerFinder())
+        init = self.path / "__init__.py"
         spec = importlib.util.spec_from_file_location(
-            PACKAGE_NAME, self.path / "__init__.py", submodule_search_locations=[str(self.path)]
+            PACKAGE_NAME,
+            init,
+            loader=SourceOnlyLoader(PACKAGE_NAME, str(init)),
+            submodule_search_locations=[str(self.path)],
         )
         if spec is None or spec.loader is None:
             raise ImportError(f"{self.path} is not a Python package (no __init__.py)")

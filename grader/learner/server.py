@@ -42,9 +42,6 @@ def run_check(request: Request, forked: bool) -> None:
                 sandbox.confine(sandbox.policy_for(package_path, scratch))
             solutions = REPO_ROOT / "solutions"
             install_guards([] if package_path == solutions else [solutions])
-            # The learner's files compile from their source, never from a .pyc in their __pycache__: one written
-            # within the second of a save, at the same size, would pass for the saved file (watch mode saves often).
-            sys.pycache_prefix = str(scratch / "pycache")
             package = LearnerPackage(package_path)
             reply = run_request(package, request, weights, inputs)
     except BaseException as error:
