@@ -163,7 +163,9 @@ class Limits:
         return self if self.fork is not None else replace(self, fork=forks_here())
 
 
-def request_for(package: Path, check: Check, reference: ReferenceData, scratch: Path, limits: Limits) -> wire.Request:
+def request_for(
+    package: Path, check: Check, reference: ReferenceData, scratch: Path, limits: Limits, threads: int = 0
+) -> wire.Request:
     target = check.target
     return wire.Request(
         package=str(package),
@@ -180,6 +182,7 @@ def request_for(package: Path, check: Check, reference: ReferenceData, scratch: 
         sandbox=limits.sandbox and bool(limits.fork) and sandbox.status().on,
         fork=bool(limits.fork),
         device=limits.device,
+        threads=threads,
     )
 
 
@@ -243,28 +246,16 @@ class TimedAnswer(wire.WorkerAnswer):
     seconds: float = 0.0
 
 
-class LearnerProcesses:
-    """The learner's side of grading for one reference: a worker process that runs checks, replaced
-    when it dies or hangs. Where checks run in forks (Linux), one worker serves any number of
-    packages, so grading many pays for importing torch once."""
+class Lane:
+    """One worker process and the checks it runs, one at a time; the worker is replaced when it dies or
+    hangs. Where checks run in forks (Linux), one worker serves any number of packages, so grading
+    many pays for importing torch once."""
 
-    def __init__(self, reference: ReferenceData, limits: Limits = Limits()):
-        self.reference, self.limits = reference, limits.settled()
-        self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-")
-        self.log = open(Path(self.scratch.name) / "learner.log", "w")  # what the worker prints
+    def __init__(self, name: str, reference: ReferenceData, limits: Limits, scratch: Path, log):
+        self.name, self.reference, self.limits, self.scratch, self.log = name, reference, limits, scratch, log
+        self.threads = 0  # torch's threads per check: 0, torch's choice; fewer while another lane runs too
         self.worker: Worker | None = None
         self.requests = 0
-
-    def __enter__(self) -> LearnerProcesses:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._drop_worker()
-        self.log.close()
-        self.scratch.cleanup()
 
     def start(self) -> None:
         """Start the worker now (it imports torch), so that it is ready by the first check."""
@@ -274,7 +265,7 @@ class LearnerProcesses:
         """Every check's outcome, in order."""
         outcomes = {check.id: self._run_one(package, check) for check in checks}
         if not self.limits.fork:
-            self._drop_worker()  # without forks the learner's modules stay imported in the worker
+            self.close()  # without forks the learner's modules stay imported in the worker
         return outcomes
 
     def _ready_worker(self) -> Worker:
@@ -292,9 +283,9 @@ class LearnerProcesses:
 
     def _run_one(self, package: Path, check: Check) -> Outcome:
         self.requests += 1
-        scratch = Path(self.scratch.name) / f"check-{self.requests}"
+        scratch = self.scratch / f"check-{self.name}-{self.requests}"
         scratch.mkdir(mode=0o700)
-        request = request_for(package, check, self.reference, scratch, self.limits)
+        request = request_for(package, check, self.reference, scratch, self.limits, self.threads)
         try:
             answer = self._ask(request)
             return self._outcome(answer, scratch, request, answer.seconds)
@@ -306,17 +297,17 @@ class LearnerProcesses:
             worker = self._ready_worker()
         except (TimeoutError, WorkerGone):
             reason = self.worker.exit_reason() if self.worker and self.worker.process.poll() is not None else "it hung"
-            self._drop_worker()
+            self.close()
             return TimedAnswer("crashed", f"the learner's process did not start: {reason}")
         started = time.monotonic()
         try:
             answer = worker.ask(request, self._answer_limit(request))
         except TimeoutError:
-            self._drop_worker()
+            self.close()
             answer = wire.WorkerAnswer("timeout", f"no answer within {request.timeout:g} s (an infinite loop?)")
         except WorkerGone:
             answer = wire.WorkerAnswer("crashed", worker.exit_reason())
-            self._drop_worker()
+            self.close()
         return TimedAnswer(answer.ending, answer.reason, time.monotonic() - started)
 
     def _outcome(self, answer: wire.WorkerAnswer, scratch: Path, request: wire.Request, seconds: float) -> Outcome:
@@ -337,7 +328,87 @@ class LearnerProcesses:
             return Outcome("crashed", reply, seconds=seconds, error=outputs)
         return Outcome(reply.status, reply, outputs, seconds, self.limits.trace)
 
-    def _drop_worker(self) -> None:
+    def close(self) -> None:
         if self.worker:
             self.worker.close()
             self.worker = None
+
+
+GPT2_LANE, STAND_IN_LANE = "gpt2", "stand-ins"
+
+
+def lanes_for(checks: list[Check], limits: Limits) -> dict[str, list[Check]]:
+    """The checks of each lane, in order. Checks that read none of GPT-2's weights or activations
+    (`Check.reads_gpt2`) run in a lane of their own, at the same time as the others, where checks
+    run in forks and two cores are free: what such a check holds can tell no other check its
+    expected outputs, and no other check's inputs can tell it its own. Else one lane."""
+    stand_ins = [check for check in checks if not check.reads_gpt2]
+    if not (limits.fork and stand_ins and len(stand_ins) < len(checks) and usable_cores() >= 2):
+        return {GPT2_LANE: checks}
+    return {GPT2_LANE: [check for check in checks if check.reads_gpt2], STAND_IN_LANE: stand_ins}
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class LearnerProcesses:
+    """The learner's side of grading for one reference: a lane (a worker and its checks) for the checks
+    that read GPT-2's data and, where they can run beside it, one for those that do not."""
+
+    def __init__(self, reference: ReferenceData, limits: Limits = Limits()):
+        self.reference, self.limits = reference, limits.settled()
+        self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-")
+        self.log = open(Path(self.scratch.name) / "learner.log", "w")  # what the workers print
+        self.lanes: dict[str, Lane] = {}
+
+    def __enter__(self) -> LearnerProcesses:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for lane in self.lanes.values():
+            lane.close()
+        self.log.close()
+        self.scratch.cleanup()
+
+    def lane(self, name: str) -> Lane:
+        if name not in self.lanes:
+            self.lanes[name] = Lane(name, self.reference, self.limits, Path(self.scratch.name), self.log)
+        return self.lanes[name]
+
+    def start(self) -> None:
+        """Start the first lane's worker now, so that it is ready by the first check."""
+        self.lane(GPT2_LANE).start()
+
+    def run(self, package: Path, checks: list[Check]) -> dict[str, Outcome]:
+        """Every check's outcome, in order; a second lane runs in a thread beside the first."""
+        lanes = lanes_for(checks, self.limits)
+        for name in lanes:  # the cores shared out: torch's threads that outnumber them spin and wait (7 s against 5)
+            self.lane(name).threads = max(1, usable_cores() // len(lanes)) if len(lanes) > 1 else 0
+        (first, first_checks), *others = lanes.items()
+        outcomes: dict[str, Outcome] = {}
+        failures: list[BaseException] = []
+
+        def run_lane(name: str, group: list[Check]) -> None:
+            try:
+                outcomes.update(self.lane(name).run(package, group))
+            except BaseException as error:  # raised again in the grader's main thread
+                failures.append(error)
+
+        threads = [threading.Thread(target=run_lane, args=lane, daemon=True) for lane in others]
+        try:
+            for thread in threads:
+                thread.start()
+            outcomes.update(self.lane(first).run(package, first_checks))
+            for thread in threads:
+                thread.join()
+        except BaseException:  # Ctrl-C: the workers go now, so that no lane's thread waits on one
+            for lane in self.lanes.values():
+                lane.close()
+            raise
+        if failures:
+            raise failures[0]
+        return {check.id: outcomes[check.id] for check in checks}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..types import Tolerance  # here too, for the part modules, which declare tolerances
@@ -80,6 +80,13 @@ class Check:
     expected_from: str = "GPT-2"  # where the expected values come from, as failure messages say
     min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
     uses: tuple[str, ...] = ()  # the checks of the parts its target calls: a failure there is named first
+    reads_gpt2: bool = True  # False: its cases hold none of GPT-2's weights or activations (runner.lanes_for)
+
+
+def on_stand_ins(checks: tuple[Check, ...]) -> tuple[Check, ...]:
+    """A module's checks whose cases hold none of GPT-2's weights or activations: stand-in models, fixed
+    logits, the corpus."""
+    return tuple(replace(check, reads_gpt2=False) for check in checks)
 
 
 PARTS = ("model", "sampling", "interp", "training")  # the course's parts, in order (Check.part)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..compare import CaseComparison
 from ..drivers import END_OF_TEXT, PADDING, beam_rows, text_tensor
-from . import Case, Check, Target, Tolerance
+from . import Case, Check, Target, Tolerance, on_stand_ins
 from .sampling import DRIVERS, char_tokenizer, generator, greedy_walk, known, sampler, stand_in_inputs
 
 if TYPE_CHECKING:
@@ -275,38 +275,40 @@ def beams(method: str, driver: str) -> Target:
     return Target("sampling", "Beams", method, driver=f"{DRIVERS}:{driver}")
 
 
-CHECKS = (
-    Check(
-        "beam.generate",
-        "sampling",
-        2,
-        beams("generate", "generate"),
-        "extending beams",
-        beam_generate_cases,
-        comparison=same_beams_any_order,
-        tolerance=LOGPROB_TOLERANCE,
-        expected_from="the exact beams",
-    ),
-    Check(
-        "beam.filter",
-        "sampling",
-        1,
-        beams("filter", "filter_beams"),
-        "keeping the best beams",
-        beam_filter_cases,
-        comparison=filtered_beams,
-        tolerance=LOGPROB_TOLERANCE,
-        expected_from="the exact beams",
-    ),
-    Check(
-        "beam.search",
-        "sampling",
-        2,
-        sampler("beam_search", "beam_search"),
-        "beam search",
-        beam_search_cases,
-        comparison=same_beams_in_order,
-        tolerance=LOGPROB_TOLERANCE,
-        expected_from="the exhaustive search",
-    ),
+CHECKS = on_stand_ins(
+    (
+        Check(
+            "beam.generate",
+            "sampling",
+            2,
+            beams("generate", "generate"),
+            "extending beams",
+            beam_generate_cases,
+            comparison=same_beams_any_order,
+            tolerance=LOGPROB_TOLERANCE,
+            expected_from="the exact beams",
+        ),
+        Check(
+            "beam.filter",
+            "sampling",
+            1,
+            beams("filter", "filter_beams"),
+            "keeping the best beams",
+            beam_filter_cases,
+            comparison=filtered_beams,
+            tolerance=LOGPROB_TOLERANCE,
+            expected_from="the exact beams",
+        ),
+        Check(
+            "beam.search",
+            "sampling",
+            2,
+            sampler("beam_search", "beam_search"),
+            "beam search",
+            beam_search_cases,
+            comparison=same_beams_in_order,
+            tolerance=LOGPROB_TOLERANCE,
+            expected_from="the exhaustive search",
+        ),
+    )
 )

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..compare import CaseComparison
 from ..drivers import END_OF_TEXT, tensor_text, text_tensor
-from . import Case, Check, Target, Tolerance
+from . import Case, Check, Target, Tolerance, on_stand_ins
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -398,28 +398,30 @@ def drawn(check_id: str, points: int, method: str, summary: str, cases) -> Check
     )
 
 
-CHECKS = (
-    exact("sampling.greedy", "greedy_search", "greedy decoding", greedy_cases, same_token),
-    exact("sampling.temperature", "apply_temperature", "temperature", temperature_cases, close, LOGITS_TOLERANCE),
-    exact(
-        "sampling.frequency_penalty",
-        "apply_frequency_penalty",
-        "frequency penalty",
-        frequency_penalty_cases,
-        close,
-        LOGITS_TOLERANCE,
-    ),
-    drawn("sampling.basic", 1, "sample_basic", "sampling from softmax(logits)", basic_cases),
-    drawn("sampling.top_k", 1, "sample_top_k", "top-k sampling", top_k_cases),
-    drawn("sampling.top_p", 2, "sample_top_p", "top-p (nucleus) sampling", top_p_cases),
-    Check(
-        "sampling.generate",
-        "sampling",
-        2,
-        sampler("sample", "sample"),
-        "the generation loop",
-        generation_cases,
-        comparison=same_text,
-        expected_from="the expected text",
-    ),
+CHECKS = on_stand_ins(
+    (
+        exact("sampling.greedy", "greedy_search", "greedy decoding", greedy_cases, same_token),
+        exact("sampling.temperature", "apply_temperature", "temperature", temperature_cases, close, LOGITS_TOLERANCE),
+        exact(
+            "sampling.frequency_penalty",
+            "apply_frequency_penalty",
+            "frequency penalty",
+            frequency_penalty_cases,
+            close,
+            LOGITS_TOLERANCE,
+        ),
+        drawn("sampling.basic", 1, "sample_basic", "sampling from softmax(logits)", basic_cases),
+        drawn("sampling.top_k", 1, "sample_top_k", "top-k sampling", top_k_cases),
+        drawn("sampling.top_p", 2, "sample_top_p", "top-p (nucleus) sampling", top_p_cases),
+        Check(
+            "sampling.generate",
+            "sampling",
+            2,
+            sampler("sample", "sample"),
+            "the generation loop",
+            generation_cases,
+            comparison=same_text,
+            expected_from="the expected text",
+        ),
+    )
 )

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..compare import CaseComparison, validate
 from ..drivers.training import PARAMETER_NAMES, TINY
-from . import Case, Check, Target, Tolerance
+from . import Case, Check, Target, Tolerance, on_stand_ins
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -351,7 +351,7 @@ def training(name: str, driver: str | None, method: str | None = None) -> Target
 
 
 EXACT = {"tolerance": Tolerance(atol=1e-5, rtol=1e-5), "expected_from": FIRST_PRINCIPLES}
-CHECKS = (
+CHECKS = on_stand_ins((
     Check("training.next_token_loss", "training", 1, training("next_token_loss", None), "the next-token loss",
           next_token_loss_cases, **EXACT),
     Check("training.make_optimizer", "training", 1, training("make_optimizer", "groups"),
@@ -366,4 +366,4 @@ CHECKS = (
     Check("training.trainer", "training", 3, training("Trainer", "outcome", "fit"),
           "the loop trains a tiny Transformer", outcome_cases, comparison=below_threshold, notes=outcome_notes,
           expected_from="the bar to clear", min_timeout=OUTCOME_TIMEOUT),
-)  # fmt: skip
+))  # fmt: skip

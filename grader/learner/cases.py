@@ -109,6 +109,8 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> d
 
     reply: dict = {"outputs": [], "param_counts": {}}
     target = asdict(request.target)
+    if request.threads:
+        torch.set_num_threads(request.threads)
     try:
         device = resolve_device(request.device)
     except DeviceUnavailable as error:
