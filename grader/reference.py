@@ -113,7 +113,7 @@ class Reference:
 
         with torch.no_grad():
             _, activation_cache = self.model.run_with_cache(self.tokens[tokens_name])
-        return {name: value.detach().clone() for name, value in activation_cache.items()}
+        return {name: value.detach() for name, value in activation_cache.items()}  # the cache is this call's alone
 
     def long_tokens(self, posn: int) -> str:
         """The name of a (1, posn) token set, BOS then seeded random ids, added to `self.tokens` once.
@@ -213,8 +213,12 @@ class Reference:
         """The parameters of the submodule at `path`, by their names inside it."""
         return {name: param.detach().clone() for name, param in self.model.get_submodule(path).named_parameters()}
 
-    def parameters(self) -> dict[str, torch.Tensor]:
-        return {name: param.detach().clone().contiguous() for name, param in self.model.named_parameters()}
+    def weight(self, name: str) -> torch.Tensor:
+        """One parameter by its full name, not copied: for reading only (the whole model's are large)."""
+        return self.model.get_parameter(name).detach()
+
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {name: tuple(param.shape) for name, param in self.model.named_parameters()}
 
 
 def load(kind: str, seed: int = DEFAULT_INPUT_SEED) -> Reference:
@@ -272,10 +276,11 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
             )
             cases_meta[check.id].append(asdict(spec))
         save_file(contiguous(inputs), str(out / "inputs" / f"{check.id}.safetensors"))
-    parameters = ref.parameters()
-    progress("writing the reference weights", 0.9)
-    save_file(parameters, str(out / "weights.safetensors"))
     save_file(contiguous(expected), str(out / "expected.safetensors"))
+    del expected  # the builder's peak memory: the model, and one file's tensors at a time
+    progress("writing the reference weights", 0.9)
+    parameters = contiguous({name: param.detach() for name, param in ref.model.named_parameters()})
+    save_file(parameters, str(out / "weights.safetensors"))
     vocabulary = [
         ref.tokenizer.decode([token]) for token in range(ref.d_vocab)
     ]  # for the figures: no tokenizer at grading
@@ -292,7 +297,16 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
 
 
 def contiguous(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {key: value.clone().contiguous() for key, value in tensors.items()}
+    """Tensors safetensors can write: each contiguous and alone in its memory. A view, or a tensor
+    already written under another name, is copied; the rest is written as it is."""
+    written: set[int] = set()
+    result = {}
+    for key, value in tensors.items():
+        storage = value.untyped_storage()
+        alone = value.is_contiguous() and storage.nbytes() == value.nbytes and storage.data_ptr() not in written
+        result[key] = value if alone else value.clone().contiguous()
+        written.add(result[key].untyped_storage().data_ptr())
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:

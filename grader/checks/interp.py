@@ -9,6 +9,7 @@ the erasing neuron with their exact formulas. Each case names what the classic m
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,7 +39,7 @@ def as_counts(counts: dict[str, int]) -> Tensor:
 
 
 def parameter_counts_cases(ref: Reference) -> list[Case]:
-    counts = counts_by_part((name, tensor.numel()) for name, tensor in ref.parameters().items())
+    counts = counts_by_part((name, math.prod(shape)) for name, shape in ref.parameter_shapes().items())
     d_vocab = ref.d_vocab
     right = counts | {"tied": counts["total"] - counts["unembed"]}
     no_b_U = right | {"unembed": right["unembed"] - d_vocab, "total": right["total"] - d_vocab}
@@ -163,7 +164,7 @@ def direct_path_cases(ref: Reference) -> list[Case]:
             "ln_final is applied: the direct path has no LayerNorm": ref.call(
                 "unembed", ref.call("ln_final", embedded)
             ),
-            "b_U is not added": right - ref.parameters_of("unembed")["b_U"],
+            "b_U is not added": right - ref.weight("unembed.b_U"),
         }
         cases.append(Case(name, [tokens], right, weights="", mistakes=mistakes))
     return cases
@@ -174,12 +175,13 @@ def is_tied_cases(ref: Reference) -> list[Case]:
     (1e-6 relative: above float32's resolution, below allclose's rtol of 1e-5)."""
     import torch
 
-    W_E, W_U = ref.parameters_of("embed")["W_E"], ref.parameters_of("unembed")["W_U"]
+    W_E_T, W_U = ref.weight("embed.W_E").T, ref.weight("unembed.W_U")
+    tied_elsewhere = torch.equal(W_U[1:], W_E_T[1:]) and torch.equal(W_U[0, 1:], W_E_T[0, 1:])
     cases = []
     for name, nudge in (("gpt2", 0.0), ("untied", 0.5), ("nearly_tied", 1e-6)):
-        moved = W_U.clone()
-        moved[0, 0] *= 1 + nudge
-        tied = torch.equal(moved, W_E.T)
+        moved = W_U[0, 0].clone()  # what the driver does to the learner's W_U[0, 0]
+        moved *= 1 + nudge
+        tied = tied_elsewhere and torch.equal(moved, W_E_T[0, 0])
         hint = "" if tied else TIED_WITHIN_A_TOLERANCE
         mistakes = {hint: torch.tensor([1.0], dtype=torch.float64)} if hint else {}
         cases.append(

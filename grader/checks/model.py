@@ -530,7 +530,7 @@ def unembed_cases(ref: Reference) -> list[Case]:
         return ref.call("ln_final", ref.activations(tokens)[f"blocks.{last}.hook_resid_post"])
 
     def case(name: str, tokens: str, hint: str = "") -> Case:
-        out, b_U = ref.activations(tokens)["unembed.hook_out"], ref.parameters_of("unembed")["b_U"]
+        out, b_U = ref.activations(tokens)["unembed.hook_out"], ref.weight("unembed.b_U")
         return Case(name, [normalized(tokens)], out, weights="unembed.", hint=hint, mistakes={forgot: out - b_U})
 
     cases = [case(name, name) for name in TOKEN_SETS]

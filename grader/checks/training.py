@@ -116,7 +116,7 @@ def group_rows(decayed, weight_decay: float, lr: float) -> Tensor:
 def make_optimizer_cases(ref: Reference) -> list[Case]:
     import torch
 
-    shapes = {name: param.shape for name, param in ref.parameters().items()}
+    shapes = ref.parameter_shapes()
     tiny = {name for name in shapes if not name.startswith("blocks.") or int(name.split(".")[1]) < TINY["n_layers"]}
     assert tiny == set(PARAMETER_NAMES), f"GPT-2's names differ: {sorted(tiny ^ set(PARAMETER_NAMES))}"
     lr, weight_decay = 3e-4, 0.1
