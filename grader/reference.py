@@ -252,6 +252,8 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
     (out / "inputs").mkdir()
     for number, check in enumerate(checks):
         progress(f"computing GPT-2's outputs for {check.id}", 0.3 + 0.6 * number / len(checks))
+        if number and check.part != checks[number - 1].part:
+            ref.activations.cache_clear()  # a part's activations (hundreds of MB for the long cases) go with it
         inputs, cases_meta[check.id] = {}, []
         for case in check.cases(ref):
             for i, arg in enumerate(case.args):
