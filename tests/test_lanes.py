@@ -62,19 +62,27 @@ def test_lanes_split_by_what_the_checks_read_and_only_where_forks_and_cores_allo
     assert list(lanes_for(checks, Limits(fork=True))) == [GPT2_LANE]
 
 
-@pytest.mark.parametrize("package", ["solutions", "exercises", *VARIANTS])
-def test_one_lane_or_two_give_the_same_verdicts(package, reference, tmp_path, monkeypatch):
-    from grader.pipeline import grade_package
-
-    path = {"solutions": SOLUTIONS, "exercises": EXERCISES}.get(package) or write_variant(tmp_path, VARIANTS[package])
-    checks = list(registry())
-
+def one_lane_and_two(grade_in, monkeypatch) -> tuple[dict, dict]:
     def verdicts(cores: int) -> dict:
         monkeypatch.setattr(runner, "usable_cores", lambda: cores)
-        report = grade_package(path, checks, reference)
-        return {r.id: (r.status, r.score, r.hint) for r in report.checks}
+        return {r.id: (r.status, r.score, r.hint) for r in grade_in().checks}
 
-    two, one = verdicts(2), verdicts(1)
-    assert two == one
-    if package in VARIANTS:
-        assert two[package if package == "attention" else "sampling.top_k"][0] == "fail"
+    return verdicts(1), verdicts(2)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_mistake_in_either_lane_gets_the_same_verdicts_in_one_lane_or_two(variant, grade, tmp_path, monkeypatch):
+    package = write_variant(tmp_path, VARIANTS[variant])
+    one, two = one_lane_and_two(lambda: grade(package, "attention", "sampling"), monkeypatch)  # both lanes
+    assert one == two
+    assert two["attention" if variant == "attention" else "sampling.top_k"][0] == "fail"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("package", [SOLUTIONS, EXERCISES], ids=str)
+def test_every_check_gets_the_same_verdicts_in_one_lane_or_two(package, reference, monkeypatch):
+    from grader.pipeline import grade_package
+
+    checks = list(registry())
+    one, two = one_lane_and_two(lambda: grade_package(package, checks, reference), monkeypatch)
+    assert one == two
