@@ -163,9 +163,7 @@ class Limits:
         return self if self.fork is not None else replace(self, fork=forks_here())
 
 
-def request_for(
-    package: Path, check: Check, reference: ReferenceData, scratch: Path, limits: Limits, threads: int = 0
-) -> wire.Request:
+def request_for(package: Path, check: Check, reference: ReferenceData, scratch: Path, limits: Limits) -> wire.Request:
     target = check.target
     return wire.Request(
         package=str(package),
@@ -182,7 +180,6 @@ def request_for(
         sandbox=limits.sandbox and bool(limits.fork) and sandbox.status().on,
         fork=bool(limits.fork),
         device=limits.device,
-        threads=threads,
     )
 
 
@@ -253,27 +250,30 @@ class Lane:
 
     def __init__(self, name: str, reference: ReferenceData, limits: Limits, scratch: Path, log):
         self.name, self.reference, self.limits, self.scratch, self.log = name, reference, limits, scratch, log
-        self.threads = 0  # torch's threads per check: 0, torch's choice; fewer while another lane runs too
         self.worker: Worker | None = None
+        self.ready = False  # the worker has said wire.READY
         self.requests = 0
 
     def start(self) -> None:
         """Start the worker now (it imports torch), so that it is ready by the first check."""
-        self.worker = self.worker or Worker(self.log)
+        if self.worker is None:
+            self.worker, self.ready = Worker(self.log), False
 
     def run(self, package: Path, checks: list[Check]) -> dict[str, Outcome]:
         """Every check's outcome, in order."""
         outcomes = {check.id: self._run_one(package, check) for check in checks}
-        if not self.limits.fork:
-            self.close()  # without forks the learner's modules stay imported in the worker
+        if not self.limits.fork:  # without forks the learner's modules stay imported in the worker: a fresh
+            self.close()  # one for the next package, importing torch while this one's verdicts are judged
+            self.start()
         return outcomes
 
     def _ready_worker(self) -> Worker:
         """The worker, started and done importing torch, whose time is no check's."""
-        if self.worker is None:
-            self.start()
-            assert self.worker is not None
+        self.start()
+        assert self.worker is not None
+        if not self.ready:
             self.worker.wait_ready(STARTUP_LIMIT)
+            self.ready = True
         return self.worker
 
     def _answer_limit(self, request: wire.Request) -> float:
@@ -285,7 +285,7 @@ class Lane:
         self.requests += 1
         scratch = self.scratch / f"check-{self.name}-{self.requests}"
         scratch.mkdir(mode=0o700)
-        request = request_for(package, check, self.reference, scratch, self.limits, self.threads)
+        request = request_for(package, check, self.reference, scratch, self.limits)
         try:
             answer = self._ask(request)
             return self._outcome(answer, scratch, request, answer.seconds)
@@ -386,8 +386,6 @@ class LearnerProcesses:
     def run(self, package: Path, checks: list[Check]) -> dict[str, Outcome]:
         """Every check's outcome, in order; a second lane runs in a thread beside the first."""
         lanes = lanes_for(checks, self.limits)
-        for name in lanes:  # the cores shared out: torch's threads that outnumber them spin and wait (7 s against 5)
-            self.lane(name).threads = max(1, usable_cores() // len(lanes)) if len(lanes) > 1 else 0
         (first, first_checks), *others = lanes.items()
         outcomes: dict[str, Outcome] = {}
         failures: list[BaseException] = []

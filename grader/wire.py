@@ -136,7 +136,6 @@ class Request:
     sandbox: bool = True  # confine the check's process (see `grader.sandbox`)
     fork: bool = True  # run the check in a fork of the worker (Linux); else in the worker itself
     device: str = "cpu"  # where the learner's modules, weights and inputs go: cpu, cuda, mps or auto
-    threads: int = 0  # torch's threads in the check's process; 0: torch's own choice
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

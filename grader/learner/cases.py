@@ -18,6 +18,11 @@ from .package import LearnerPackage, describe, learner_frame, one_line, source_p
 from .recorder import Recorder, parameter_shapes
 from .weights import SkipRandomFills, Source, WeightsMismatch, load_weights
 
+# One thread for torch in every check: the same sums in the same order on any machine, so every number a
+# report gives repeats; the checks' matrices are small (measured: no check slower on one thread than on two),
+# and a second lane runs beside this one on the other core (runner.lanes_for).
+CHECK_THREADS = 1
+
 
 class CaseContext:
     """What a driver gets for one case: the learner's package, the case's tensors, and a way to
@@ -109,8 +114,7 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> d
 
     reply: dict = {"outputs": [], "param_counts": {}}
     target = asdict(request.target)
-    if request.threads:
-        torch.set_num_threads(request.threads)
+    torch.set_num_threads(CHECK_THREADS)
     try:
         device = resolve_device(request.device)
     except DeviceUnavailable as error:
