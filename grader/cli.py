@@ -119,9 +119,8 @@ def grade(checks, package: Path, args) -> int:
     from rich.console import Console
 
     from . import sandbox
-    from .pipeline import ReferenceTampered, grade_package
-    from .refcache import ReferenceUnavailable, discard
-    from .runner import Limits
+    from .refcache import ReferenceUnavailable
+    from .runner import LearnerProcesses, Limits
 
     confinement = sandbox.status()
     if args.require_sandbox and not confinement.on:
@@ -132,11 +131,6 @@ def grade(checks, package: Path, args) -> int:
     emits = [renderer.emitter(vars(args), say) for renderer in chosen_renderers(args)]
     sandbox.become_subreaper()  # a learner process that outlives its worker still ends with the grading
     errors = Console(stderr=True)
-    try:
-        reference = prepare_reference(args, errors)
-    except ReferenceUnavailable as error:
-        print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
-        return 2
     limits = Limits(
         timeout=args.timeout,
         memory_gb=args.memory_limit,
@@ -144,6 +138,24 @@ def grade(checks, package: Path, args) -> int:
         sandbox=not args.no_sandbox,
         device=args.device,
     )
+    with LearnerProcesses(limits) as processes:
+        if not args.watch:
+            processes.start()  # torch is imported while the reference is read; a build stops it, to spare memory
+        try:
+            reference = prepare_reference(args, errors, building=processes.stop)
+        except ReferenceUnavailable as error:
+            print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
+            return 2
+        return graded(checks, package, args, reference, limits, processes, emits, errors)
+
+
+def graded(checks, package: Path, args, reference, limits, processes, emits, errors) -> int:
+    """Grade with `reference`, show the report with each of `emits`, and say what the exit code means."""
+    from rich.console import Console
+
+    from . import sandbox
+    from .pipeline import ReferenceTampered, grade_package
+    from .refcache import ReferenceUnavailable, discard
 
     def rebuilt(tampered, error: ReferenceTampered):  # never judged from: rebuilt, and graded again
         print(f"grade: the reference cache did not verify ({error}); rebuilding it", file=sys.stderr)
@@ -157,9 +169,10 @@ def grade(checks, package: Path, args) -> int:
             return watch(package, checks, reference, limits, Console(), not args.quiet, rebuilt)
         try:
             with errors.status(f"running {len(checks)} checks on {package}"):
-                report = grade_package(package, checks, reference, limits)
+                report = grade_package(package, checks, reference, processes=processes)
         except ReferenceTampered as error:
-            report = grade_package(package, checks, rebuilt(reference, error), limits)
+            processes.stop()  # workers whose forks hold the old entry's files open
+            report = grade_package(package, checks, rebuilt(reference, error), processes=processes)
     except (ReferenceTampered, ReferenceUnavailable) as again:
         print(f"grade: no trustworthy reference: {again}", file=sys.stderr)
         return 2
@@ -191,21 +204,29 @@ def download() -> int:
     return 0
 
 
-def prepare_reference(args, errors):
+def prepare_reference(args, errors, building=lambda: None):
     """The reference cache entry, with a progress bar while it is built (the first run only); outside
-    a terminal (CI logs, `| tee`) plain lines instead, each step once, as a bar redrawn there is noise."""
+    a terminal (CI logs, `| tee`) plain lines instead, each step once, as a bar redrawn there is noise.
+    `building` is called before each progress message: there is work beyond reading the cache."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .refcache import ensure_reference
 
     if not errors.is_terminal:
-        return ensure_reference(args.reference, plain_progress(), seed=args.seed)
+        plain = plain_progress()
+
+        def said(message: str, fraction: float | None = None) -> None:
+            building()
+            plain(message, fraction)
+
+        return ensure_reference(args.reference, said, seed=args.seed)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=errors, transient=True
     ) as bar:
         task = bar.add_task("checking the reference cache", total=1.0)
 
         def progress(message: str, fraction: float | None = None) -> None:
+            building()
             if fraction is None:
                 bar.console.print(message)
             else:

@@ -41,10 +41,10 @@ def grade_package(
     """
     seal = Seal(reference)
     if processes is None:
-        with LearnerProcesses(reference, limits or Limits()) as own:
-            limits, outcomes = own.limits, own.run(package, list(checks))
+        with LearnerProcesses(limits or Limits()) as own:
+            limits, outcomes = own.limits, own.run(package, list(checks), reference)
     else:
-        limits, outcomes = processes.limits, processes.run(package, list(checks))
+        limits, outcomes = processes.limits, processes.run(package, list(checks), reference)
     problem = seal.broken()
     if problem:
         raise ReferenceTampered(problem)

@@ -248,8 +248,8 @@ class Lane:
     hangs. Where checks run in forks (Linux), one worker serves any number of packages, so grading
     many pays for importing torch once."""
 
-    def __init__(self, name: str, reference: ReferenceData, limits: Limits, scratch: Path, log):
-        self.name, self.reference, self.limits, self.scratch, self.log = name, reference, limits, scratch, log
+    def __init__(self, name: str, limits: Limits, scratch: Path, log):
+        self.name, self.limits, self.scratch, self.log = name, limits, scratch, log
         self.worker: Worker | None = None
         self.ready = False  # the worker has said wire.READY
         self.requests = 0
@@ -259,9 +259,9 @@ class Lane:
         if self.worker is None:
             self.worker, self.ready = Worker(self.log), False
 
-    def run(self, package: Path, checks: list[Check]) -> dict[str, Outcome]:
+    def run(self, package: Path, checks: list[Check], reference: ReferenceData) -> dict[str, Outcome]:
         """Every check's outcome, in order."""
-        outcomes = {check.id: self._run_one(package, check) for check in checks}
+        outcomes = {check.id: self._run_one(package, check, reference) for check in checks}
         if not self.limits.fork:  # without forks the learner's modules stay imported in the worker: a fresh
             self.close()  # one for the next package, importing torch while this one's verdicts are judged
             self.start()
@@ -281,11 +281,11 @@ class Lane:
         a check that runs in the worker has only its own timeout, then the worker is killed."""
         return request.timeout + GRACE if request.fork else request.timeout
 
-    def _run_one(self, package: Path, check: Check) -> Outcome:
+    def _run_one(self, package: Path, check: Check, reference: ReferenceData) -> Outcome:
         self.requests += 1
         scratch = self.scratch / f"check-{self.name}-{self.requests}"
         scratch.mkdir(mode=0o700)
-        request = request_for(package, check, self.reference, scratch, self.limits)
+        request = request_for(package, check, reference, scratch, self.limits)
         try:
             answer = self._ask(request)
             return self._outcome(answer, scratch, request, answer.seconds)
@@ -353,11 +353,11 @@ def usable_cores() -> int:
 
 
 class LearnerProcesses:
-    """The learner's side of grading for one reference: a lane (a worker and its checks) for the checks
-    that read GPT-2's data and, where they can run beside it, one for those that do not."""
+    """The learner's side of grading: a lane (a worker and its checks) for the checks that read GPT-2's
+    data and, where they can run beside it, one for those that do not."""
 
-    def __init__(self, reference: ReferenceData, limits: Limits = Limits()):
-        self.reference, self.limits = reference, limits.settled()
+    def __init__(self, limits: Limits = Limits()):
+        self.limits = limits.settled()
         self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-")
         self.log = open(Path(self.scratch.name) / "learner.log", "w")  # what the workers print
         self.lanes: dict[str, Lane] = {}
@@ -369,21 +369,26 @@ class LearnerProcesses:
         self.close()
 
     def close(self) -> None:
-        for lane in self.lanes.values():
-            lane.close()
+        self.stop()
         self.log.close()
         self.scratch.cleanup()
 
     def lane(self, name: str) -> Lane:
         if name not in self.lanes:
-            self.lanes[name] = Lane(name, self.reference, self.limits, Path(self.scratch.name), self.log)
+            self.lanes[name] = Lane(name, self.limits, Path(self.scratch.name), self.log)
         return self.lanes[name]
 
     def start(self) -> None:
-        """Start the first lane's worker now, so that it is ready by the first check."""
+        """Start the first lane's worker now: it imports torch while the grader reads the reference."""
         self.lane(GPT2_LANE).start()
 
-    def run(self, package: Path, checks: list[Check]) -> dict[str, Outcome]:
+    def stop(self) -> None:
+        """End every worker now (the next check starts one): while the reference is built, say, which
+        would otherwise hold its memory beside theirs."""
+        for lane in self.lanes.values():
+            lane.close()
+
+    def run(self, package: Path, checks: list[Check], reference: ReferenceData) -> dict[str, Outcome]:
         """Every check's outcome, in order; a second lane runs in a thread beside the first."""
         lanes = lanes_for(checks, self.limits)
         (first, first_checks), *others = lanes.items()
@@ -392,7 +397,7 @@ class LearnerProcesses:
 
         def run_lane(name: str, group: list[Check]) -> None:
             try:
-                outcomes.update(self.lane(name).run(package, group))
+                outcomes.update(self.lane(name).run(package, group, reference))
             except BaseException as error:  # raised again in the grader's main thread
                 failures.append(error)
 
@@ -400,12 +405,11 @@ class LearnerProcesses:
         try:
             for thread in threads:
                 thread.start()
-            outcomes.update(self.lane(first).run(package, first_checks))
+            outcomes.update(self.lane(first).run(package, first_checks, reference))
             for thread in threads:
                 thread.join()
         except BaseException:  # Ctrl-C: the workers go now, so that no lane's thread waits on one
-            for lane in self.lanes.values():
-                lane.close()
+            self.stop()
             raise
         if failures:
             raise failures[0]

@@ -120,8 +120,8 @@ class Watch:
     def __init__(
         self, package: Path, watched: Sequence[Check], reference: ReferenceData, limits: Limits, rebuild: Rebuild
     ):
-        self.package, self.watched, self.rebuild = package, list(watched), rebuild
-        self.processes = LearnerProcesses(reference, limits)
+        self.package, self.watched, self.rebuild, self.reference = package, list(watched), rebuild, reference
+        self.processes = LearnerProcesses(limits)
         self.latest: dict[str, CheckResult] = {}
 
     def close(self) -> None:
@@ -131,12 +131,11 @@ class Watch:
         """`checks` graded on the warm worker; when the reference does not verify it is rebuilt, and
         the same checks graded again on a worker for the new one."""
         try:
-            report = grade_package(self.package, checks, self.processes.reference, processes=self.processes)
+            report = grade_package(self.package, checks, self.reference, processes=self.processes)
         except ReferenceTampered as error:
-            reference = self.rebuild(self.processes.reference, error)
-            self.processes.close()
-            self.processes = LearnerProcesses(reference, self.processes.limits)
-            report = grade_package(self.package, checks, reference, processes=self.processes)
+            self.reference = self.rebuild(self.reference, error)
+            self.processes.stop()  # workers whose forks hold the old entry's files open
+            report = grade_package(self.package, checks, self.reference, processes=self.processes)
         self.latest.update((result.id, result) for result in report.checks)
         return report
 

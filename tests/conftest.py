@@ -58,7 +58,7 @@ def grade(reference):
 
     def graded(package: Path, checks: list, limits) -> Report:
         if limits not in shared:
-            shared[limits] = LearnerProcesses(reference, limits)
+            shared[limits] = LearnerProcesses(limits)
         return grade_package(package, checks, reference, processes=shared[limits])
 
     def run(package: Path, *check_ids: str, **limits):

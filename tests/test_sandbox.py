@@ -235,7 +235,7 @@ def test_a_poisoned_cache_is_never_judged_from(reference, tmp_path):
     package = attention_variant(tmp_path, poison(str(copy / "expected.safetensors")))
     checks = [c for c in registry() if c.id == "attention"]
     with (
-        LearnerProcesses(copied, Limits(sandbox=False)) as processes,
+        LearnerProcesses(Limits(sandbox=False)) as processes,
         pytest.raises(ReferenceTampered, match="expected.safetensors"),
     ):
         grade_package(package, checks, copied, processes=processes)
