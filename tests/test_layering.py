@@ -59,3 +59,18 @@ def test_the_readme_layout_names_every_module_of_the_grader_and_only_what_exists
     modules = {f"grader/{path.name}" for path in grader.glob("*.py") if path.name != "__init__.py"}
     packages = {f"grader/{path.name}/" for path in grader.iterdir() if path.is_dir() and path.name != "__pycache__"}
     assert sorted((modules | packages) - named) == []
+
+
+def test_every_driver_a_check_names_is_a_function_of_the_learners_process():
+    """The registry, which the grader's process imports, names drivers as "module:function" so that it
+    never imports the learner's side; each name must still be a function there."""
+    import importlib
+
+    from grader.checks import registry
+
+    named = {check.target.driver for check in registry() if check.target.driver}
+    assert named
+    for driver in named:
+        module, _, function = driver.partition(":")
+        assert module.startswith("grader.drivers."), driver
+        assert callable(getattr(importlib.import_module(module), function, None)), driver
