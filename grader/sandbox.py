@@ -54,6 +54,7 @@ SYSTEM_READABLE = (
     *("/proc/cpuinfo", "/sys/devices/system/cpu"),  # torch's CPU detection
 )
 UNPRIVILEGED = 65534  # nobody
+CLONE_NEWIPC = 0x08000000
 CAP_DAC_READ_SEARCH = 2
 CHECK_PROCESSES = 512  # tasks (threads included) the check's user may have: torch's pools fit, a fork bomb does not
 
@@ -216,6 +217,11 @@ def _drop_root(writable: Path) -> None:
 
     os.chown(writable, UNPRIVILEGED, UNPRIVILEGED)
     resource.setrlimit(resource.RLIMIT_NPROC, (CHECK_PROCESSES, CHECK_PROCESSES))
+    # SysV shared memory, message queues and semaphores are no files, so Landlock does not see them, and
+    # they outlive their process: an IPC namespace of its own ends them with the check, and keeps this
+    # check's from the next one.
+    if _libc.unshare(CLONE_NEWIPC) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWIPC) failed")
     _libc.prctl(8, 1, 0, 0, 0)  # PR_SET_KEEPCAPS: keep the permitted set across setuid
     os.setgroups([])
     os.setresgid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)

@@ -190,6 +190,43 @@ def test_without_the_sandbox_the_same_code_gets_through(route, routes, grade, tm
     assert result.status == "pass", result.message
 
 
+SHM_KEY = 0x6770_7432  # "gpt2"
+SHM = "(lambda libc: libc.shmget(0x67707432, 4096, {flags}))(__import__('ctypes').CDLL(None))"
+LEAVE_A_SEGMENT = f"assert {SHM.format(flags='0o1666')} >= 0"  # IPC_CREAT | 0o666
+FIND_NO_SEGMENT = f"assert {SHM.format(flags='0')} < 0, 'an earlier check left it'"
+
+
+@pytest.fixture
+def no_segment():
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+
+    def remove() -> None:
+        found = libc.shmget(SHM_KEY, 0, 0)
+        if found >= 0:
+            libc.shmctl(found, 0, None)  # IPC_RMID
+
+    remove()
+    yield
+    remove()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an IPC namespace per check is made where the grader runs as root")
+def test_shared_memory_does_not_outlive_its_check(no_segment, grade, tmp_path):
+    """SysV shared memory is no file, so Landlock does not see it, and it outlives its process."""
+    leave, find = (
+        attention_variant(tmp_path / "leave", LEAVE_A_SEGMENT),
+        attention_variant(tmp_path / "find", FIND_NO_SEGMENT),
+    )
+    assert by_id(grade(leave, "attention"))["attention"].status == "pass"
+    assert by_id(grade(find, "attention"))["attention"].status == "pass"
+    # The control: unconfined, the segment stays, and the next check finds it.
+    assert by_id(grade(leave, "attention", sandbox=False))["attention"].status == "pass"
+    found = by_id(grade(find, "attention", sandbox=False))["attention"]
+    assert found.status == "error" and "an earlier check left it" in found.message, found.message
+
+
 def test_no_network(grade, tmp_path):
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
