@@ -252,6 +252,7 @@ class Lane:
         self.name, self.limits, self.scratch, self.log = name, limits, scratch, log
         self.worker: Worker | None = None
         self.ready = False  # the worker has said wire.READY
+        self.cancelled = False  # no more checks: the grading was interrupted
         self.requests = 0
 
     def start(self) -> None:
@@ -261,7 +262,11 @@ class Lane:
 
     def run(self, package: Path, checks: list[Check], reference: ReferenceData) -> dict[str, Outcome]:
         """Every check's outcome, in order."""
-        outcomes = {check.id: self._run_one(package, check, reference) for check in checks}
+        outcomes = {}
+        for check in checks:
+            if self.cancelled:  # Ctrl-C in the grader's main thread: this lane's thread ends too
+                raise WorkerGone()
+            outcomes[check.id] = self._run_one(package, check, reference)
         if not self.limits.fork:  # without forks the learner's modules stay imported in the worker: a fresh
             self.close()  # one for the next package, importing torch while this one's verdicts are judged
             self.start()
@@ -269,6 +274,8 @@ class Lane:
 
     def _ready_worker(self) -> Worker:
         """The worker, started and done importing torch, whose time is no check's."""
+        if self.cancelled:
+            raise WorkerGone()
         self.start()
         assert self.worker is not None
         if not self.ready:
@@ -358,7 +365,9 @@ class LearnerProcesses:
 
     def __init__(self, limits: Limits = Limits()):
         self.limits = limits.settled()
-        self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-")
+        # A check's process may leave files the grader's user cannot remove (it ran as nobody, or was killed
+        # mid-write): they are left to the system's temporary directory rather than fail the report.
+        self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-", ignore_cleanup_errors=True)
         self.log = open(Path(self.scratch.name) / "learner.log", "w")  # what the workers print
         self.lanes: dict[str, Lane] = {}
 
@@ -408,8 +417,13 @@ class LearnerProcesses:
             outcomes.update(self.lane(first).run(package, first_checks, reference))
             for thread in threads:
                 thread.join()
-        except BaseException:  # Ctrl-C: the workers go now, so that no lane's thread waits on one
+        except BaseException:  # Ctrl-C: the workers go now, and every lane's thread ends before the scratch does
+            for lane in self.lanes.values():
+                lane.cancelled = True
             self.stop()
+            for thread in threads:
+                thread.join(timeout=GRACE)
+            self.stop()  # a worker a lane's thread started meanwhile
             raise
         if failures:
             raise failures[0]
