@@ -139,17 +139,16 @@ def grade(checks, package: Path, args) -> int:
         device=args.device,
     )
     with LearnerProcesses(limits) as processes:
-        if not args.watch:
-            processes.start()  # torch is imported while the reference is read; a build stops it, to spare memory
+        processes.start()  # torch is imported while the reference is read; a build stops it, to spare memory
         try:
             reference = prepare_reference(args, errors, building=processes.stop)
         except ReferenceUnavailable as error:
             print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
             return 2
-        return graded(checks, package, args, reference, limits, processes, emits, errors)
+        return graded(checks, package, args, reference, processes, emits, errors)
 
 
-def graded(checks, package: Path, args, reference, limits, processes, emits, errors) -> int:
+def graded(checks, package: Path, args, reference, processes, emits, errors) -> int:
     """Grade with `reference`, show the report with each of `emits`, and say what the exit code means."""
     from rich.console import Console
 
@@ -166,7 +165,7 @@ def graded(checks, package: Path, args, reference, limits, processes, emits, err
         if args.watch:
             from .watch import watch
 
-            return watch(package, checks, reference, limits, Console(), not args.quiet, rebuilt)
+            return watch(package, checks, reference, processes, Console(), not args.quiet, rebuilt)
         try:
             with errors.status(f"running {len(checks)} checks on {package}"):
                 report = grade_package(package, checks, reference, processes=processes)

@@ -23,7 +23,7 @@ from .pipeline import ReferenceTampered, grade_package
 from .refcache import ReferenceData
 from .render import text
 from .results import STATUSES, CheckResult, Report
-from .runner import LearnerProcesses, Limits
+from .runner import LearnerProcesses
 
 STEP_MS = 50  # an editor's save is a burst of events (write, rename, chmod): this long without one ends it
 READY_MS = 200  # the watcher yields once, empty, this long after it is in place
@@ -115,17 +115,20 @@ def score_line(results: Sequence[CheckResult]) -> Text:
 
 
 class Watch:
-    """One watch session: the learner's worker, kept between runs, and the latest result of each watched check."""
+    """One watch session: the learner's workers (the caller's), kept between runs, and the latest result of
+    each watched check."""
 
     def __init__(
-        self, package: Path, watched: Sequence[Check], reference: ReferenceData, limits: Limits, rebuild: Rebuild
+        self,
+        package: Path,
+        watched: Sequence[Check],
+        reference: ReferenceData,
+        processes: LearnerProcesses,
+        rebuild: Rebuild,
     ):
         self.package, self.watched, self.rebuild, self.reference = package, list(watched), rebuild, reference
-        self.processes = LearnerProcesses(limits)
+        self.processes = processes
         self.latest: dict[str, CheckResult] = {}
-
-    def close(self) -> None:
-        self.processes.close()
 
     def grade(self, checks: Sequence[Check]) -> Report:
         """`checks` graded on the warm worker; when the reference does not verify it is rebuilt, and
@@ -133,8 +136,8 @@ class Watch:
         try:
             report = grade_package(self.package, checks, self.reference, processes=self.processes)
         except ReferenceTampered as error:
-            self.reference = self.rebuild(self.reference, error)
             self.processes.stop()  # workers whose forks hold the old entry's files open
+            self.reference = self.rebuild(self.reference, error)
             report = grade_package(self.package, checks, self.reference, processes=self.processes)
         self.latest.update((result.id, result) for result in report.checks)
         return report
@@ -163,7 +166,7 @@ def watch(
     package: Path,
     watched: Sequence[Check],
     reference: ReferenceData,
-    limits: Limits,
+    processes: LearnerProcesses,
     console: Console,
     show_printed: bool,
     rebuild: Rebuild,
@@ -183,7 +186,7 @@ def watch(
     except OSError as error:  # the system's limit of watches, say
         print(f"grade: cannot watch {package}: {error}", file=sys.stderr)
         return 2
-    session = Watch(package, watched, reference, limits, rebuild)
+    session = Watch(package, watched, reference, processes, rebuild)
     try:
         with console.status(f"running {len(watched)} checks on {package}"):
             first = session.grade(watched)
@@ -196,4 +199,3 @@ def watch(
         return 0  # the watcher ended by itself
     finally:
         saves.close()
-        session.close()

@@ -172,9 +172,6 @@ def outcome(ctx, args) -> Tensor:
     training_args = ctx.package.attribute("training", "TrainingArgs")(
         max_lr=max_lr, min_lr=min_lr, warmup=int(warmup), weight_decay=weight_decay, clip=clip, progress=False
     )
-    # The tiny model's matrices are too small to share: one thread is several times faster than
-    # two on 2 cores, and far faster when other jobs are running (measured: 61 against 359 ms a step).
-    torch.set_num_threads(1)
     model = tiny_transformer(ctx, int(d_vocab))
     train = ctx.tensor("train")
     started = time.monotonic()

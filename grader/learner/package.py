@@ -39,7 +39,8 @@ class LearnerFinder(importlib.abc.MetaPathFinder):
 class LearnerPackage:
     def __init__(self, path: Path):
         self.path = path.resolve()
-        sys.meta_path.insert(0, LearnerFinder())
+        if not any(isinstance(finder, LearnerFinder) for finder in sys.meta_path):  # once per process
+            sys.meta_path.insert(0, LearnerFinder())
         init = self.path / "__init__.py"
         spec = importlib.util.spec_from_file_location(
             PACKAGE_NAME,

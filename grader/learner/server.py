@@ -34,10 +34,13 @@ def run_check(request: Request, forked: bool) -> None:
     scratch = Path(request.scratch)
     try:
         # Opened before confinement: the check reads the reference only through these two files.
-        with safe_open(request.weights, "pt") as handle, safe_open(request.inputs, "pt") as inputs:
-            weights = WeightsFile(request.weights, handle)
-            if forked:
-                limit_memory(request.memory_bytes)  # after the mmap of the weights, which reading them costs nothing
+        with (
+            safe_open(request.weights, "pt") as handle,
+            contextlib.closing(WeightsFile(request.weights, handle)) as weights,
+            safe_open(request.inputs, "pt") as inputs,
+        ):
+            if forked:  # counts each module's mapping of the weights, made later, not safetensors' own of the file
+                limit_memory(request.memory_bytes)
             if forked and request.sandbox:
                 sandbox.confine(sandbox.policy_for(package_path, scratch))
             solutions = REPO_ROOT / "solutions"
