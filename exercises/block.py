@@ -12,7 +12,6 @@ from .normalization import LayerNorm
 class TransformerBlock(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
-        self.cfg = cfg
         self.ln1 = LayerNorm(cfg)
         self.attn = Attention(cfg)
         self.ln2 = LayerNorm(cfg)

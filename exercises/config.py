@@ -2,6 +2,9 @@
 
 from dataclasses import dataclass
 
+import torch
+from torch import nn
+
 
 @dataclass
 class Config:
@@ -15,3 +18,10 @@ class Config:
     d_mlp: int = 3072
     n_heads: int = 12
     n_layers: int = 12
+
+
+def normal_weight(cfg: Config, *shape: int) -> nn.Parameter:
+    """A weight of this shape drawn from N(0, init_range), as GPT-2's weights are initialised."""
+    weight = nn.Parameter(torch.empty(shape))
+    nn.init.normal_(weight, std=cfg.init_range)
+    return weight

@@ -58,7 +58,7 @@ class CachedTransformer(Transformer):
 
         Shapes: tokens (batch, new_posn) -> logits (batch, new_posn, d_vocab) and a cache with one
         (keys, values) pair per layer, each (batch, past_posn + new_posn, n_heads, d_head).
-        Trap: the new tokens' positions start at the cache's length, not at 0.
+        Trap: the new tokens' positions start at the cache's length, not at 0 (PosEmbed's past_kv_pos_offset).
         """
         # TODO: implement this (see the docstring above)
         raise NotImplementedError()

@@ -7,7 +7,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from .config import Config
+from .config import Config, normal_weight
 
 
 def gelu_new(x: Float[Tensor, "..."]) -> Float[Tensor, "..."]:
@@ -24,12 +24,10 @@ class MLP(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
         self.cfg = cfg
-        self.W_in = nn.Parameter(torch.empty((cfg.d_model, cfg.d_mlp)))
-        self.W_out = nn.Parameter(torch.empty((cfg.d_mlp, cfg.d_model)))
+        self.W_in = normal_weight(cfg, cfg.d_model, cfg.d_mlp)
+        self.W_out = normal_weight(cfg, cfg.d_mlp, cfg.d_model)
         self.b_in = nn.Parameter(torch.zeros(cfg.d_mlp))
         self.b_out = nn.Parameter(torch.zeros(cfg.d_model))
-        nn.init.normal_(self.W_in, std=cfg.init_range)
-        nn.init.normal_(self.W_out, std=cfg.init_range)
 
     def forward(self, normalized_resid_mid: Float[Tensor, "batch posn d_model"]) -> Float[Tensor, "batch posn d_model"]:
         """pre = x W_in + b_in; post = gelu_new(pre); out = post W_out + b_out.

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cli import add_timeout_option
+from .cli import add_timeout_option, tool_parser
 from .paths import REPO_ROOT
 
 
@@ -193,7 +193,7 @@ def write_gradebook(path: Path, results: list[Submission], checks: Sequence) -> 
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m grader.batch", description=__doc__.splitlines()[0])
+    p = tool_parser("grader.batch", __doc__)
     p.add_argument(
         "submissions",
         type=Path,

@@ -14,6 +14,15 @@ from .render import RENDERERS
 from .runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
 
 
+def tool_parser(module: str, doc: str, outdir_help: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `python -m <module>`, described by its docstring's first line; with `outdir_help`, it takes
+    the folder it writes (OUTDIR)."""
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
+    if outdir_help:
+        p.add_argument("outdir", type=Path, metavar="OUTDIR", help=outdir_help)
+    return p
+
+
 def add_timeout_option(p: argparse.ArgumentParser) -> None:
     """--timeout, as grade and grader.batch both take it."""
     p.add_argument(
@@ -23,6 +32,12 @@ def add_timeout_option(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})",
     )
+
+
+def add_switches(group, helps: dict[str, str]) -> None:
+    """Options that take no value (store_true), each with its help."""
+    for flag, help_text in helps.items():
+        group.add_argument(flag, action="store_true", help=help_text)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -46,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
         if option.file:
             p.add_argument(option.flag, type=Path, metavar="FILE", help=option.help)
         else:
-            p.add_argument(option.flag, action="store_true", help=option.help)
+            add_switches(p, {option.flag: option.help})
     add_timeout_option(p)
     p.add_argument(
         "--memory-limit",
@@ -57,28 +72,16 @@ def parser() -> argparse.ArgumentParser:
     )
     where = "where your modules, GPT-2's weights and the inputs go (default: cpu); auto: cuda, else mps, else cpu"
     p.add_argument("--device", choices=DEVICES, default="cpu", help=where)
-    p.add_argument(
-        "--trace", action="store_true", help="print every tensor your code names, with its shape and GPT-2's"
-    )
-    confinement = p.add_mutually_exclusive_group()
-    confinement.add_argument(
-        "--require-sandbox",
-        action="store_true",
-        help="refuse to grade where the sandbox is not available (Gradescope, batch grading)",
-    )
-    confinement.add_argument(
-        "--no-sandbox", action="store_true", help="run checks unconfined (for debugging the grader; reports say so)"
-    )
+    add_switches(p, {"--trace": "print every tensor your code names, with its shape and GPT-2's"})
+    confinement = {
+        "--require-sandbox": "refuse to grade where the sandbox is not available (Gradescope, batch grading)",
+        "--no-sandbox": "run checks unconfined (for debugging the grader; reports say so)",
+    }
+    add_switches(p.add_mutually_exclusive_group(), confinement)
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0); the report prints it")
-    p.add_argument("--list", action="store_true", help="list the checks and exit")
-    p.add_argument(
-        "--watch",
-        action="store_true",
-        help="keep running: each save regrades the checks of the saved file and says what changed (Ctrl-C ends)",
-    )
-    p.add_argument(
-        "--download", action="store_true", help="fetch GPT-2 into the Hugging Face cache (online, once) and exit"
-    )
+    watch = "keep running: each save regrades the checks of the saved file and says what changed (Ctrl-C ends)"
+    download = "fetch GPT-2 into the Hugging Face cache (online, once) and exit"
+    add_switches(p, {"--list": "list the checks and exit", "--watch": watch, "--download": download})
     return p
 
 

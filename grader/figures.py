@@ -36,7 +36,7 @@ def logit_lens_tops(evidence) -> dict:
     def tops(lens: np.ndarray) -> list[list[str]]:
         return [evidence.token_strings(layer) for layer in lens[:, 0].argmax(-1)]
 
-    output = evidence.outcome.outputs.get(wire.output_key(case))
+    output = evidence.outcome.outputs.get(wire.OUTPUT.format(case=case))
     expected = evidence.expected[case]
     yours = tops(output) if output is not None and output.shape == expected.shape else None
     return {

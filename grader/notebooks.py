@@ -15,7 +15,6 @@ way to give a test cell its points or none.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import hashlib
 import importlib
@@ -24,6 +23,7 @@ import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .cli import tool_parser
 from .paths import REPO_ROOT
 
 if TYPE_CHECKING:
@@ -281,9 +281,8 @@ class NotebookGrader:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.notebooks", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "outdir", type=Path, metavar="OUTDIR", help="where to write the notebooks, e.g. COURSE/source/gpt2 for nbgrader"
+    parser = tool_parser(
+        "grader.notebooks", __doc__, "where to write the notebooks, e.g. COURSE/source/gpt2 for nbgrader"
     )
     parser.add_argument(
         "--solutions",

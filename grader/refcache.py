@@ -67,7 +67,7 @@ class ReferenceData:
         """The expected tensors of one check, keyed without the check's id."""
         from safetensors import safe_open
 
-        prefix = wire.expected_key(check_id, "")
+        prefix = wire.EXPECTED.format(check=check_id, case="")
         with safe_open(str(self.directory / "expected.safetensors"), "np") as handle:
             return {key[len(prefix) :]: handle.get_tensor(key) for key in handle.keys() if key.startswith(prefix)}
 

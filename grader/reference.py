@@ -228,6 +228,9 @@ def load(kind: str, seed: int = DEFAULT_INPUT_SEED) -> Reference:
 
     model = HookedTransformer.from_pretrained_no_processing(MODEL_NAME, device="cpu")
     model.eval()
+    # transformer_lens's Unembed copies W_U transposed at every call (154 MB); W_U held as the transpose of a
+    # contiguous matrix makes that copy free: the same values, in the layout of Hugging Face's lm_head.
+    model.unembed.W_U = torch.nn.Parameter(model.unembed.W_U.detach().T.contiguous().T)
     if kind == "random":
         # GPT-2 has no unembedding bias, so the loader sets b_U to zeros; make it non-trivial too.
         with torch.no_grad():
@@ -257,16 +260,17 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
         inputs, cases_meta[check.id] = {}, []
         for case in check.cases(ref):
             for i, arg in enumerate(case.args):
-                inputs[wire.arg_key(case.name, i)] = arg
+                inputs[wire.ARG.format(case=case.name, i=i)] = arg
             for param, value in case.overrides.items():
-                inputs[wire.override_key(case.name, param)] = value
+                inputs[wire.OVERRIDE.format(case=case.name, parameter=param)] = value
             for name, value in case.extra.items():
-                inputs[wire.extra_key(case.name, name)] = value
-            expected[wire.expected_key(check.id, case.name)] = case.expected
-            for label, value in case.steps.items():
-                expected[wire.expected_key(check.id, wire.step_key(case.name, label))] = value
-            for i, value in enumerate(case.mistakes.values()):
-                expected[wire.expected_key(check.id, wire.mistake_key(case.name, i))] = value
+                inputs[wire.EXTRA.format(case=case.name, name=name)] = value
+            answers = {case.name: case.expected}
+            answers |= {wire.STEP.format(case=case.name, label=label): value for label, value in case.steps.items()}
+            answers |= {
+                wire.MISTAKE.format(case=case.name, i=i): value for i, value in enumerate(case.mistakes.values())
+            }
+            expected |= {wire.EXPECTED.format(check=check.id, case=name): value for name, value in answers.items()}
             spec = wire.CaseSpec(
                 case.name,
                 len(case.args),

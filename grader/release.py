@@ -21,7 +21,6 @@ the build fails when any line the stubs hide appears in any file of the release.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import keyword
 import re
@@ -32,6 +31,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
+from .cli import tool_parser
 from .paths import REPO_ROOT
 from .stubs import strip_solutions, write_exercises
 
@@ -237,10 +237,7 @@ def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_R
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.release", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "outdir", type=Path, metavar="OUTDIR", help="where to write the learner repository (new or empty)"
-    )
+    parser = tool_parser("grader.release", __doc__, "where to write the learner repository (new or empty)")
     parser.add_argument(
         "--workflow",
         choices=sorted(WORKFLOWS),

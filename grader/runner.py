@@ -226,7 +226,7 @@ def read_outputs(scratch: Path, reply: wire.Reply) -> dict | str:
         with safe_open(str(path), "np") as handle:
             keys = set(handle.keys())
             for case in reply.outputs:
-                key = wire.output_key(case)
+                key = wire.OUTPUT.format(case=case)
                 if key not in keys:
                     return f"the check's process gave no output for {case}"
                 outputs[key] = handle.get_tensor(key)

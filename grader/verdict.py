@@ -76,13 +76,16 @@ class Evidence:
         return [vocabulary[int(i)] for i in ids]
 
     def output(self, case: str):
-        return self.outcome.outputs[wire.output_key(case)]
+        return self.outcome.outputs[wire.OUTPUT.format(case=case)]
 
     def steps(self, case: str) -> list[tuple[str, object]]:
-        return [(label, self.expected[wire.step_key(case, label)]) for label in self.cases[case].steps]
+        return [(label, self.expected[wire.STEP.format(case=case, label=label)]) for label in self.cases[case].steps]
 
     def mistakes(self, case: str) -> list[tuple[str, object]]:
-        return [(hint, self.expected[wire.mistake_key(case, i)]) for i, hint in enumerate(self.cases[case].mistakes)]
+        return [
+            (hint, self.expected[wire.MISTAKE.format(case=case, i=i)])
+            for i, hint in enumerate(self.cases[case].mistakes)
+        ]
 
     def captured(self, case: str) -> list:
         return [candidate.value for candidate in self.candidates(case)]
@@ -90,7 +93,7 @@ class Evidence:
     def candidates(self, case: str) -> list[Candidate]:
         """The tensors the learner's process kept on this case, each with its name and line."""
         records = self.reply.captures.get(case, [])
-        keys = ((r, wire.capture_key(case, r.saved)) for r in records if r.saved is not None)
+        keys = ((r, wire.CAPTURE.format(case=case, i=r.saved)) for r in records if r.saved is not None)
         return [  # none when the case raised
             Candidate(self.outcome.outputs[key], r.tag if r.kind == "modules" else r.name, r.file, r.line)
             for r, key in keys
@@ -142,7 +145,7 @@ def verdict(evidence: Evidence, where: wire.Place | None) -> Verdict:
         return Verdict("fail", reply.error + at(where))
     if outcome.status == "weights" and reply.weights:
         return Verdict("fail", weights_message(reply.weights, evidence.reference_name))
-    unanswered = [name for name in reply.outputs if wire.output_key(name) not in outcome.outputs]
+    unanswered = [name for name in reply.outputs if wire.OUTPUT.format(case=name) not in outcome.outputs]
     if unanswered:
         return Verdict("error", f"the check's process gave no output for {unanswered[0]}")
     compared = compare_cases(evidence)
@@ -228,7 +231,10 @@ def raised_on(evidence: Evidence) -> str:
 
 def modified_input(evidence: Evidence, case: str) -> bool:
     outputs = evidence.outcome.outputs
-    pairs = [(wire.arg_key(case, i), wire.arg_after_key(case, i)) for i in range(evidence.cases[case].args)]
+    pairs = [
+        (wire.ARG.format(case=case, i=i), wire.ARG_AFTER.format(case=case, i=i))
+        for i in range(evidence.cases[case].args)
+    ]
     return any(
         modified_in_place(evidence.inputs[before], outputs[after]) for before, after in pairs if after in outputs
     )

@@ -39,54 +39,24 @@ Text = Annotated[str, AfterValidator(clean_text)]
 
 
 # --- tensor names -------------------------------------------------------------------------------
-# The inputs file of one check (`inputs/<check>.safetensors`) and the check's outputs file.
-
-
-def arg_key(case: str, i: int) -> str:
-    return f"{case}/arg{i}"
-
-
-def override_key(case: str, parameter: str) -> str:
-    return f"{case}/override/{parameter}"
-
-
-def extra_key(case: str, name: str) -> str:
-    return f"{case}/{name}"
-
-
+# One spelling per kind of tensor, filled in with str.format: ARG.format(case="prompt", i=0) is "prompt/arg0".
+# The inputs file of one check (`inputs/<check>.safetensors`) and the check's outputs file:
+ARG = "{case}/arg{i}"  # the i-th argument the target is called with
+OVERRIDE = "{case}/override/{parameter}"  # a parameter the case replaces GPT-2's with
+EXTRA = "{case}/{name}"  # a named input of a driver (Case.extra)
+OUTPUT = "{case}/out"  # what the target returned (the outputs file)
+CAPTURE = "{case}/capture/{i}"  # the i-th intermediate recorded for diagnosis (the outputs file)
+ARG_AFTER = "{case}/arg{i}_after"  # the i-th argument after the call, when the check watches its inputs
+# The expected file holds every check's answers, each under the check's id:
+EXPECTED = "{check}/{case}"  # a case's answer, or (case=STEP.format(...)) one of its steps or mistakes
+STEP = "{case}/step/{label}"  # GPT-2's intermediate, in computation order
+MISTAKE = "{case}/mistake/{i}"  # what the i-th known mistake outputs
 REPLAY = "replay/"  # the extras of a case whose target's submodules answer GPT-2's outputs (grader.drivers.replay)
 
 
 def replay_names(path: str) -> tuple[str, str]:
     """The extras holding GPT-2's input to the submodule at `path` and its output for that input."""
     return f"{REPLAY}{path}/input", f"{REPLAY}{path}/output"
-
-
-def output_key(case: str) -> str:
-    return f"{case}/out"
-
-
-def capture_key(case: str, i: int) -> str:
-    return f"{case}/capture/{i}"
-
-
-def arg_after_key(case: str, i: int) -> str:
-    return f"{case}/arg{i}_after"
-
-
-# The expected file holds every check's answers, each under the check's id.
-
-
-def expected_key(check: str, case: str) -> str:
-    return f"{check}/{case}"
-
-
-def step_key(case: str, label: str) -> str:
-    return f"{case}/step/{label}"
-
-
-def mistake_key(case: str, i: int) -> str:
-    return f"{case}/mistake/{i}"
 
 
 # --- the request --------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from .config import Config
+from .config import Config, normal_weight
 
 
 class Attention(nn.Module):
@@ -14,16 +14,14 @@ class Attention(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
         self.cfg = cfg
-        self.W_Q = nn.Parameter(torch.empty((cfg.n_heads, cfg.d_model, cfg.d_head)))
-        self.W_K = nn.Parameter(torch.empty((cfg.n_heads, cfg.d_model, cfg.d_head)))
-        self.W_V = nn.Parameter(torch.empty((cfg.n_heads, cfg.d_model, cfg.d_head)))
-        self.W_O = nn.Parameter(torch.empty((cfg.n_heads, cfg.d_head, cfg.d_model)))
+        self.W_Q = normal_weight(cfg, cfg.n_heads, cfg.d_model, cfg.d_head)
+        self.W_K = normal_weight(cfg, cfg.n_heads, cfg.d_model, cfg.d_head)
+        self.W_V = normal_weight(cfg, cfg.n_heads, cfg.d_model, cfg.d_head)
+        self.W_O = normal_weight(cfg, cfg.n_heads, cfg.d_head, cfg.d_model)
         self.b_Q = nn.Parameter(torch.zeros((cfg.n_heads, cfg.d_head)))
         self.b_K = nn.Parameter(torch.zeros((cfg.n_heads, cfg.d_head)))
         self.b_V = nn.Parameter(torch.zeros((cfg.n_heads, cfg.d_head)))
         self.b_O = nn.Parameter(torch.zeros(cfg.d_model))
-        for weight in (self.W_Q, self.W_K, self.W_V, self.W_O):
-            nn.init.normal_(weight, std=cfg.init_range)
         self.register_buffer("IGNORE", torch.tensor(float("-inf"), dtype=torch.float32))
 
     def apply_causal_mask(

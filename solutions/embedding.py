@@ -1,19 +1,17 @@
 """Token and position embeddings: integers in, residual-stream vectors out."""
 
 import einops
-import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from .config import Config
+from .config import Config, normal_weight
 
 
 class Embed(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
         self.cfg = cfg
-        self.W_E = nn.Parameter(torch.empty((cfg.d_vocab, cfg.d_model)))
-        nn.init.normal_(self.W_E, std=cfg.init_range)
+        self.W_E = normal_weight(cfg, cfg.d_vocab, cfg.d_model)
 
     def forward(self, tokens: Int[Tensor, "batch posn"]) -> Float[Tensor, "batch posn d_model"]:
         """Look up each token id's row of W_E.
@@ -30,17 +28,19 @@ class PosEmbed(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
         self.cfg = cfg
-        self.W_pos = nn.Parameter(torch.empty((cfg.n_ctx, cfg.d_model)))
-        nn.init.normal_(self.W_pos, std=cfg.init_range)
+        self.W_pos = normal_weight(cfg, cfg.n_ctx, cfg.d_model)
 
-    def forward(self, tokens: Int[Tensor, "batch posn"]) -> Float[Tensor, "batch posn d_model"]:
-        """Give position p the row W_pos[p], for every sequence in the batch.
+    def forward(
+        self, tokens: Int[Tensor, "batch posn"], past_kv_pos_offset: int = 0
+    ) -> Float[Tensor, "batch posn d_model"]:
+        """Give position p the row W_pos[p], for every sequence in the batch. The tokens follow
+        past_kv_pos_offset cached ones (the KV cache's), so their positions start there.
 
         Shapes: tokens (batch, posn) -> (batch, posn, d_model).
         Trap: only the shape of tokens matters; indexing W_pos by the token ids is wrong.
         """
         ### BEGIN SOLUTION
         batch, seq_len = tokens.shape
-        positions = self.W_pos[:seq_len]
+        positions = self.W_pos[past_kv_pos_offset : past_kv_pos_offset + seq_len]
         return einops.repeat(positions, "posn d_model -> batch posn d_model", batch=batch)
         ### END SOLUTION

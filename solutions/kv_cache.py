@@ -76,12 +76,11 @@ class CachedTransformer(Transformer):
 
         Shapes: tokens (batch, new_posn) -> logits (batch, new_posn, d_vocab) and a cache with one
         (keys, values) pair per layer, each (batch, past_posn + new_posn, n_heads, d_head).
-        Trap: the new tokens' positions start at the cache's length, not at 0.
+        Trap: the new tokens' positions start at the cache's length, not at 0 (PosEmbed's past_kv_pos_offset).
         """
         ### BEGIN SOLUTION
         past_posn = 0 if kv_cache is None else kv_cache[0][0].shape[1]
-        positions = self.pos_embed.W_pos[past_posn : past_posn + tokens.shape[1]]
-        residual = self.embed(tokens) + positions
+        residual = self.embed(tokens) + self.pos_embed(tokens, past_posn)
         new_cache = []
         for layer, block in enumerate(self.blocks):
             residual, keys_values = block(residual, None if kv_cache is None else kv_cache[layer])

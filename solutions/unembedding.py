@@ -5,15 +5,14 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from .config import Config
+from .config import Config, normal_weight
 
 
 class Unembed(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
         self.cfg = cfg
-        self.W_U = nn.Parameter(torch.empty((cfg.d_model, cfg.d_vocab)))
-        nn.init.normal_(self.W_U, std=cfg.init_range)
+        self.W_U = normal_weight(cfg, cfg.d_model, cfg.d_vocab)
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab), requires_grad=False)
 
     def forward(

@@ -79,7 +79,8 @@ ALTERNATIVES = {
                 (
                     "return self.W_E[tokens]",
                     "return torch.nn.functional.one_hot(tokens, self.cfg.d_vocab).to(self.W_E.dtype) @ self.W_E",
-                )
+                ),
+                ("import einops\n", "import einops\nimport torch\n"),
             ]
         },
     ),

@@ -14,7 +14,10 @@ HARD_CODED = {
     "a literal device": {"attention.py": [(MASK_DEVICE, 'device="meta"')]},
     "a module-level DEVICE": {
         "attention.py": [
-            ("from .config import Config\n", 'from .config import Config\n\nDEVICE = torch.device("meta")\n'),
+            (
+                "from .config import Config, normal_weight\n",
+                'from .config import Config, normal_weight\n\nDEVICE = torch.device("meta")\n',
+            ),
             (MASK_DEVICE, "device=DEVICE"),
         ]
     },

@@ -157,7 +157,7 @@ def test_every_known_mistake_is_detectable(reference):
         detectable: dict[str, bool] = {}
         for case in reference.cases(check.id):
             for i, hint in enumerate(case.mistakes):
-                mistake, correct = expected[wire.mistake_key(case.name, i)], expected[case.name]
+                mistake, correct = expected[wire.MISTAKE.format(case=case.name, i=i)], expected[case.name]
                 detectable[hint] = detectable.get(hint, False) or not close(
                     np.nan_to_num(mistake), correct, check.tolerance
                 )
@@ -173,7 +173,7 @@ def test_the_grader_attention_equals_gpt2s_when_no_switch_is_flipped(reference):
     expected = reference.expected("attention")
     for case in reference.cases("attention"):
         name, layer = case.name, case.weights
-        q, k, v = (torch.from_numpy(expected[wire.step_key(name, step)]) for step in ("q", "k", "v"))
+        q, k, v = (torch.from_numpy(expected[wire.STEP.format(case=name, label=step)]) for step in ("q", "k", "v"))
         W_O, b_O = torch.from_numpy(weights[f"{layer}W_O"]), torch.from_numpy(weights[f"{layer}b_O"])
         ours = attend(q, k, v, W_O, b_O, scale=float(q.shape[-1]) ** 0.5).numpy()
         assert close(ours, expected[name], registry()[4].tolerance), name

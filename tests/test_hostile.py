@@ -34,7 +34,12 @@ def test_patched_comparisons_and_zeros_score_nothing_where_they_touch(grade, tmp
     package = write_variant(
         tmp_path,
         {
-            "attention.py": [("from .config import Config\n", "from .config import Config\n" + PATCH_EVERY_COMPARISON)]
+            "attention.py": [
+                (
+                    "from .config import Config, normal_weight\n",
+                    "from .config import Config, normal_weight\n" + PATCH_EVERY_COMPARISON,
+                )
+            ]
             + attention_body_prefix("return torch.zeros_like(normalized_resid_pre)")
         },
     )

@@ -117,7 +117,7 @@ def test_folded_map_on_normalised_input_equals_the_original(reference):
     x_hat = np.random.default_rng(0).standard_normal((5, 768)).astype(np.float32)
     for case in reference.cases("interp.fold_layernorm"):
         name, prefix = case.name, case.weights
-        W, b = inputs[wire.arg_key(name, 0)], inputs[wire.arg_key(name, 1)]
+        W, b = inputs[wire.ARG.format(case=name, i=0)], inputs[wire.ARG.format(case=name, i=1)]
         original = (x_hat * weights[prefix + "w"] + weights[prefix + "b"]) @ W + b
         W_folded, b_folded = expected[name][:-1], expected[name][-1]
         np.testing.assert_allclose(x_hat @ W_folded + b_folded, original, rtol=1e-4, atol=1e-4)
@@ -126,7 +126,11 @@ def test_folded_map_on_normalised_input_equals_the_original(reference):
 def test_erased_outputs_have_no_positive_component(reference):
     inputs, expected = reference.inputs("interp.erase_direction"), reference.expected("interp.erase_direction")
     for case in reference.cases("interp.erase_direction"):
-        x, v, out = inputs[wire.arg_key(case.name, 0)], inputs[wire.arg_key(case.name, 1)], expected[case.name]
+        x, v, out = (
+            inputs[wire.ARG.format(case=case.name, i=0)],
+            inputs[wire.ARG.format(case=case.name, i=1)],
+            expected[case.name],
+        )
         before, after = x @ v, out @ v
         np.testing.assert_allclose(after, np.minimum(before, 0), atol=1e-4)
         np.testing.assert_allclose(

@@ -31,7 +31,7 @@ SOFTMAX = "attn_pattern = attn_scores_masked.softmax(dim=-1)"
 EXP_OVER_SUM = "exps = attn_scores_masked.exp()\n        attn_pattern = exps / exps.sum(dim=-1, keepdim=True)"
 TANH_BY_EXP = "(torch.exp(2 * inner) - 1) / (torch.exp(2 * inner) + 1)"
 POSITIONS = (
-    "positions = self.W_pos[:seq_len]\n"
+    "positions = self.W_pos[past_kv_pos_offset : past_kv_pos_offset + seq_len]\n"
     '        return einops.repeat(positions, "posn d_model -> batch posn d_model", batch=batch)'
 )
 
@@ -69,8 +69,7 @@ MISTAKES = {
         "attention",
         {
             "attention.py": [
-                ("self.W_Q = nn.Parameter", "self.W_q = nn.Parameter"),
-                ("self.W_Q, self.W_K, self.W_V, self.W_O", "self.W_q, self.W_K, self.W_V, self.W_O"),
+                ("self.W_Q = normal_weight", "self.W_q = normal_weight"),
                 ("normalized_resid_pre, self.W_Q,", "normalized_resid_pre, self.W_q,"),
             ]
         },
@@ -96,6 +95,12 @@ MISTAKES = {
         {"embedding.py": [(POSITIONS, "return self.W_pos[:seq_len].unsqueeze(0)")]},
         "output shape (1, 9, 768), expected (2, 9, 768)",
         "the batch axis has size 1",
+    ),
+    "PosEmbed's positions from 0 after cached tokens": (
+        "pos_embed",
+        {"embedding.py": [("self.W_pos[past_kv_pos_offset : past_kv_pos_offset + seq_len]", "self.W_pos[:seq_len]")]},
+        "differs from the random reference on random.offset5",
+        "the positions start at 0, not at past_kv_pos_offset",
     ),
     "no 1/sqrt(d_head) scaling": (
         "attention",

@@ -93,7 +93,7 @@ def test_the_block_cases_never_ship_the_block_output(reference):
     for case in reference.cases("block"):
         shipped = {key: value for key, value in inputs.items() if key.startswith(f"{case.name}/")}
         assert {
-            wire.extra_key(case.name, name)
+            wire.EXTRA.format(case=case.name, name=name)
             for path in ("ln1", "attn", "ln2", "mlp")
             for name in wire.replay_names(path)
         } <= set(shipped)

@@ -343,7 +343,7 @@ def test_each_known_wrong_distribution_is_far_from_the_right_one(reference):
             eps = checks.frequency_bound(int((right > 0).sum()), checks.DRAWS)
             assert math.isclose(right.sum(), 1.0) and right.min() >= 0
             for i, hint in enumerate(case.mistakes):
-                row = np.asarray(expected[wire.mistake_key(case.name, i)])
+                row = np.asarray(expected[wire.MISTAKE.format(case=case.name, i=i)])
                 assert ((row > 0) & (right == 0)).any() or np.abs(row - right).max() > 2 * eps, (check_id, hint)
 
 
@@ -374,7 +374,7 @@ def test_the_generation_table_spells_its_sentence(reference):
 
     expected = reference.expected("sampling.generate")
     texts = {
-        (case.name, hint): tensor_text(expected[wire.mistake_key(case.name, i)])
+        (case.name, hint): tensor_text(expected[wire.MISTAKE.format(case=case.name, i=i)])
         for case in reference.cases("sampling.generate")
         for i, hint in enumerate(case.mistakes)
     }
@@ -418,7 +418,7 @@ def test_beam_cases_have_no_near_ties():
 def test_the_cases_show_each_beam_mistake(reference):
     expected = reference.expected("beam.generate")
     for name in ("no_repeat_bigram", "no_repeat_trigram"):
-        right, unbanned = expected[name], expected[wire.mistake_key(name, 0)]
+        right, unbanned = expected[name], expected[wire.MISTAKE.format(case=name, i=0)]
         assert not np.array_equal(right, unbanned), name
     searches = {name: beam.parse_beams(rows) for name, rows in reference.expected("beam.search").items()}
     assert any(tokens[-1] == len(beam.BEAM_ALPHABET) for _, _, tokens in searches["finished_beams"])

@@ -37,6 +37,11 @@ LONG = 256  # positions of the long cases (batch 1); PosEmbed also gets the whol
 # go BEYOND times past the larger of these and of what the reference itself produces.
 GPT2_FIRST_POSITION_NORM, GPT2_LARGEST_SCORE, BEYOND = 3000.0, 100.0, 2.0
 
+POSITIONS_FROM_ZERO = (
+    "the positions start at 0, not at past_kv_pos_offset: these tokens follow that many cached ones, so the first "
+    "is at position past_kv_pos_offset"
+)
+OFFSET_DRIVER = "grader.drivers.offset:with_offset"  # targets taking past_kv_pos_offset as their second argument
 ZEROS_MASKED = "allowed scores equal to 0 were masked: build the mask from positions, not from the values"
 SOFTMAX_OVERFLOWS = "the softmax overflows on large scores: subtract the max or use torch.softmax"
 TANH_OVERFLOWS = "tanh overflows on large inputs: use torch.tanh rather than a ratio of exponentials"
@@ -271,9 +276,11 @@ def pos_embed_cases(ref: Reference) -> list[Case]:
 
     W_pos = ref.parameters_of("pos_embed")["W_pos"]
 
-    def case(name, tokens, mistakes=None, hint=""):
-        mistakes = (mistakes or {}) | batch_axis_mistakes(W_pos, tokens)
-        return Case(name, [tokens], ref.call("pos_embed", tokens), weights="pos_embed.", hint=hint, mistakes=mistakes)
+    def case(name, tokens, mistakes=None, hint="", past_kv_pos_offset=0):
+        mistakes = (mistakes or {}) | batch_axis_mistakes(W_pos, tokens, past_kv_pos_offset)
+        args = [tokens, torch.tensor(past_kv_pos_offset)] if past_kv_pos_offset else [tokens]
+        out = ref.call("pos_embed", tokens, past_kv_pos_offset)
+        return Case(name, args, out, weights="pos_embed.", hint=hint, mistakes=mistakes)
 
     # Token ids below n_ctx first: looking positions up by token id then gives wrong values
     # rather than an index error, so the mistake is reported as a difference.
@@ -282,13 +289,22 @@ def pos_embed_cases(ref: Reference) -> list[Case]:
     cases = [case("small_ids", small_ids, by_id), *(case(name, ref.tokens[name]) for name in TOKEN_SETS)]
     # The whole context: every row of W_pos, the last one (n_ctx - 1) included.
     full = torch.randint(0, ref.d_vocab, (1, ref.n_ctx), generator=_generator(ref, 1))
-    return cases + [case("full_context", full), case("one_position", ref.tokens[_one_position(ref)], hint=ONE_POSITION)]
+    cases += [case("full_context", full), case("one_position", ref.tokens[_one_position(ref)], hint=ONE_POSITION)]
+    # Tokens after cached ones (the KV cache's chunks), the last at the context's last position.
+    after_cache = {
+        "random.offset5": (ref.tokens["random"], 5),
+        "one_token.offset_last": (small_ids[:1, :1], ref.n_ctx - 1),
+    }
+    for name, (tokens, offset) in after_cache.items():
+        from_zero = W_pos[: tokens.shape[-1]].expand(tokens.shape[0], -1, -1)
+        cases.append(case(name, tokens, {POSITIONS_FROM_ZERO: from_zero}, POSITIONS_FROM_ZERO, offset))
+    return cases
 
 
-def batch_axis_mistakes(W_pos: Tensor, tokens: Tensor) -> dict[str, Tensor]:
+def batch_axis_mistakes(W_pos: Tensor, tokens: Tensor, past_kv_pos_offset: int = 0) -> dict[str, Tensor]:
     """The positions' rows without the batch axis, or with one of size 1: either broadcasts when added to the
     token embedding, so the learner's whole model runs and even matches GPT-2's, but PosEmbed itself is wrong."""
-    rows = W_pos[: tokens.shape[-1]]
+    rows = W_pos[past_kv_pos_offset : past_kv_pos_offset + tokens.shape[-1]]
     must = "PosEmbed must return (batch, posn, d_model): repeat the rows over the batch"
     return {
         f"the batch axis is missing: (posn, d_model) broadcasts when added, so your model runs, but {must}": rows,
@@ -585,13 +601,20 @@ def transformer_notes(outcome: dict) -> list[str]:
 LOCALS, MODULES = ("locals",), ("modules",)
 CHECKS = (
     Check("embed", "model", 1, Target("embedding", "Embed"), "token embedding lookup", embed_cases),
-    Check("pos_embed", "model", 1, Target("embedding", "PosEmbed"), "positional embedding", pos_embed_cases),
+    Check(
+        "pos_embed",
+        "model",
+        1,
+        Target("embedding", "PosEmbed", driver=OFFSET_DRIVER),
+        "positional embedding",
+        pos_embed_cases,
+    ),
     Check("layernorm", "model", 2, Target("normalization", "LayerNorm"), "LayerNorm", layernorm_cases, capture=LOCALS),
     Check(
         "attention.causal_mask",
         "model",
         1,
-        Target("attention", "Attention", "apply_causal_mask", driver="grader.drivers.mask:causal_mask"),
+        Target("attention", "Attention", "apply_causal_mask", driver=OFFSET_DRIVER),
         "causal mask",
         causal_mask_cases,
         comparison=causal_mask,

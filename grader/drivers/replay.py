@@ -23,7 +23,7 @@ RTOL, ATOL = 1e-5, 1e-6
 
 def replayed_paths(ctx) -> list[str]:
     """The submodule paths this case ships a replay for."""
-    start = wire.extra_key(ctx.case.name, wire.REPLAY)
+    start = wire.EXTRA.format(case=ctx.case.name, name=wire.REPLAY)
     return sorted({key[len(start) :].rpartition("/")[0] for key in ctx.inputs.keys() if key.startswith(start)})
 
 

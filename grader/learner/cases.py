@@ -40,11 +40,14 @@ class CaseContext:
 
     @property
     def args(self) -> list:
-        return [self.inputs.get_tensor(wire.arg_key(self.case.name, i)).to(self.device) for i in range(self.case.args)]
+        return [
+            self.inputs.get_tensor(wire.ARG.format(case=self.case.name, i=i)).to(self.device)
+            for i in range(self.case.args)
+        ]
 
     def tensor(self, name: str):
         """An extra input tensor of this case (a `Case.extra` of the check)."""
-        return self.inputs.get_tensor(wire.extra_key(self.case.name, name)).to(self.device)
+        return self.inputs.get_tensor(wire.EXTRA.format(case=self.case.name, name=name)).to(self.device)
 
     def module(self, cls):
         """`cls(Config())` of the learner's package, loaded with this case's reference weights."""
@@ -65,7 +68,7 @@ class CaseContext:
 
     def _override(self, name: str) -> Source:
         """A parameter's value this case replaces GPT-2's with (an input of the check's own)."""
-        key = wire.override_key(self.case.name, name)
+        key = wire.OVERRIDE.format(case=self.case.name, parameter=name)
         return Source(self.inputs.get_slice(key).get_shape(), lambda: self.inputs.get_tensor(key), False)
 
     def target_function(self):
@@ -135,12 +138,12 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> d
             if problem:
                 reply["bad_output"] = {"case": case.name, "problem": problem}
                 break
-            outputs[wire.output_key(case.name)] = result.detach().cpu().clone().contiguous()
+            outputs[wire.OUTPUT.format(case=case.name)] = result.detach().cpu().clone().contiguous()
             for i, value in enumerate(ctx.captured):
-                outputs[wire.capture_key(case.name, i)] = readable(value)
+                outputs[wire.CAPTURE.format(case=case.name, i=i)] = readable(value)
             if request.watch_inputs:
                 for i, arg in enumerate(args):
-                    outputs[wire.arg_after_key(case.name, i)] = arg.detach().cpu().clone().contiguous()
+                    outputs[wire.ARG_AFTER.format(case=case.name, i=i)] = arg.detach().cpu().clone().contiguous()
             reply["outputs"].append(case.name)
     except WeightsMismatch as mismatch:
         reply.update(status="weights", weights=mismatch.facts)
