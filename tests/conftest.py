@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,12 +21,52 @@ SOLUTIONS = REPO / "solutions"
 EXERCISES = REPO / "exercises"
 
 
+def pytest_collection_modifyitems(items):
+    """The tests that need no reference first: they run while it is built (`isolated_caches`)."""
+    items.sort(key=reference_need)
+
+
+def reference_need(item) -> int:
+    """0: no reference; 1: a `grade` command, which waits for it (run_grade); 2: the reference itself."""
+    if "reference" in item.fixturenames:
+        return 2
+    return int("run_grade(" in inspect.getsource(item.function))
+
+
+class ReferenceBuild(threading.Thread):
+    """The session's random reference, built in the background from the first test on; the builder is a
+    process of its own, so the tests that need no reference run meanwhile on the other core."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.data, self.error = None, None
+
+    def run(self):
+        from grader.refcache import ensure_reference
+
+        try:
+            self.data = ensure_reference("random", lambda *_: None)
+        except BaseException as error:  # raised again in the test that asks for the reference
+            self.error = error
+
+    def result(self):
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.data
+
+
+BUILD: list[ReferenceBuild] = []  # the session's build, once isolated_caches has started it
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_caches(tmp_path_factory):
     """A fresh grader cache and an empty Hugging Face cache, shared by every test and subprocess."""
     root = tmp_path_factory.mktemp("caches")
     saved = {key: os.environ.get(key) for key in ("GPT2_GRADER_CACHE", "HF_HUB_CACHE", "HF_HUB_OFFLINE")}
     os.environ.update(GPT2_GRADER_CACHE=str(root / "grader"), HF_HUB_CACHE=str(root / "hf-empty"), HF_HUB_OFFLINE="1")
+    BUILD.append(ReferenceBuild())
+    BUILD[0].start()
     yield root
     for key, value in saved.items():
         if value is None:
@@ -35,9 +77,7 @@ def isolated_caches(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def reference(isolated_caches):
-    from grader.refcache import ensure_reference
-
-    return ensure_reference("random", lambda *_: None)
+    return BUILD[0].result()
 
 
 @pytest.fixture(scope="session")
@@ -98,7 +138,8 @@ def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base
 
 
 def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The `grade` command as a learner runs it."""
+    """The `grade` command as a learner runs it, once the session's reference is built (not built twice)."""
+    BUILD[0].result()
     return subprocess.run(
         [sys.executable, "-m", "grader", *args],
         capture_output=True,

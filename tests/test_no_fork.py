@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 
 import pytest
 from conftest import by_id, run_grade, write_variant
@@ -27,9 +28,15 @@ def test_the_switch_is_read_once_and_settles_the_limits(monkeypatch):
     assert forks_here() is (sys.platform == "linux")
 
 
+def quick(names: Sequence[str], table: dict, quick_ones: tuple[str, ...]) -> list:
+    """The parameters of `table` named in `names`, by name; those not in `quick_ones` are left to `make test-all`
+    (test_hostile.py runs each of them forked in `make test`; ci.yml all of them unforked on macOS and Windows)."""
+    return [pytest.param(*table[name], id=name, marks=() if name in quick_ones else pytest.mark.slow) for name in names]
+
+
 @pytest.mark.fast
 @pytest.mark.parametrize(
-    ("statement", "status", "fragment"), [BREAKING[name] for name in ENDS_ANY_PROCESS], ids=ENDS_ANY_PROCESS
+    ("statement", "status", "fragment"), quick(ENDS_ANY_PROCESS, BREAKING, ("os._exit", "KeyboardInterrupt"))
 )
 def test_a_check_that_breaks_the_worker_costs_only_itself(statement, status, fragment, grade, tmp_path):
     """A fresh worker serves the checks after one that hangs or ends the worker."""
@@ -71,9 +78,11 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("case", HOSTILE)
-def test_outputs_are_validated_and_reference_imports_refused(case, grade, tmp_path):
-    statement, fragment = HOSTILE[case]
+@pytest.mark.parametrize(
+    ("statement", "fragment"),
+    quick(list(HOSTILE), HOSTILE, ("tensor subclass", "integer dtype", "run-time transformers")),
+)
+def test_outputs_are_validated_and_reference_imports_refused(statement, fragment, grade, tmp_path):
     result = by_id(
         grade(write_variant(tmp_path, {"attention.py": attention_body_prefix(statement)}), "attention", **UNFORKED)
     )
@@ -82,7 +91,12 @@ def test_outputs_are_validated_and_reference_imports_refused(case, grade, tmp_pa
 
 def test_patched_comparisons_fool_nothing(grade, tmp_path):
     """The comparisons happen in the grader's process, whatever the learner's code patched in its own."""
-    edits = [("from .config import Config\n", "from .config import Config\n" + PATCH_EVERY_COMPARISON)]
+    edits = [
+        (
+            "from .config import Config, normal_weight\n",
+            "from .config import Config, normal_weight\n" + PATCH_EVERY_COMPARISON,
+        )
+    ]
     edits += attention_body_prefix("return torch.zeros_like(normalized_resid_pre)")
     results = by_id(grade(write_variant(tmp_path, {"attention.py": edits}), "attention", "mlp", **UNFORKED))
     assert results["attention"].status == "fail" and results["mlp"].status == "pass"
