@@ -72,6 +72,20 @@ ALTERNATIVES = {
         ["attention", "transformer"],
         {"attention.py": replace_attention_body(ATTENTION_SDPA)},
     ),
+    "positions by arange, expanded over the batch": (
+        ["pos_embed", "kv_cache"],
+        {
+            "embedding.py": [
+                (
+                    "positions = self.W_pos[past_kv_pos_offset : past_kv_pos_offset + seq_len]\n"
+                    '        return einops.repeat(positions, "posn d_model -> batch posn d_model", batch=batch)',
+                    "positions = torch.arange(seq_len, device=tokens.device) + past_kv_pos_offset\n"
+                    "        return self.W_pos[positions].expand(batch, -1, -1)",
+                ),
+                ("import einops\n", "import einops\nimport torch\n"),
+            ]
+        },
+    ),
     "one-hot embedding": (
         ["embed"],
         {
