@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -21,21 +22,44 @@ SOLUTIONS = REPO / "solutions"
 EXERCISES = REPO / "exercises"
 
 
-def pytest_collection_modifyitems(items):
-    """The tests that need no reference first: they run while it is built (`isolated_caches`)."""
-    items.sort(key=reference_need)
+CACHE_KEYS = ("GPT2_GRADER_CACHE", "HF_HUB_CACHE", "HF_HUB_OFFLINE")
 
 
-def reference_need(item) -> int:
-    """0: no reference; 1: a `grade` command, which waits for it (run_grade); 2: the reference itself."""
-    if "reference" in item.fixturenames:
-        return 2
-    return int("run_grade(" in inspect.getsource(item.function))
+class Session:
+    """What every test of a session shares: a fresh grader cache and an empty Hugging Face cache (for every test
+    and subprocess), and the random reference, built in the background as soon as the tests are known."""
+
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="gpt2-grader-tests-"))
+        self.saved = {key: os.environ.get(key) for key in CACHE_KEYS}
+        self.build: ReferenceBuild | None = None
+
+    def isolate(self) -> None:
+        grader, hub = self.root / "grader", self.root / "hf-empty"
+        os.environ.update(GPT2_GRADER_CACHE=str(grader), HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1")
+
+    def start_building(self) -> None:
+        self.build = ReferenceBuild()
+        self.build.start()
+
+    def reference(self):
+        if self.build is None:  # a test asked for it that collection did not see coming
+            self.start_building()
+        return self.build.result()
+
+    def end(self) -> None:
+        if self.build is not None:
+            self.build.join()  # the builder writes below root until it is done
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class ReferenceBuild(threading.Thread):
-    """The session's random reference, built in the background from the first test on; the builder is a
-    process of its own, so the tests that need no reference run meanwhile on the other core."""
+    """The builder is a process of its own, so the tests that need no reference run meanwhile on the other core."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -56,28 +80,34 @@ class ReferenceBuild(threading.Thread):
         return self.data
 
 
-BUILD: list[ReferenceBuild] = []  # the session's build, once isolated_caches has started it
+SESSION = Session()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def isolated_caches(tmp_path_factory):
-    """A fresh grader cache and an empty Hugging Face cache, shared by every test and subprocess."""
-    root = tmp_path_factory.mktemp("caches")
-    saved = {key: os.environ.get(key) for key in ("GPT2_GRADER_CACHE", "HF_HUB_CACHE", "HF_HUB_OFFLINE")}
-    os.environ.update(GPT2_GRADER_CACHE=str(root / "grader"), HF_HUB_CACHE=str(root / "hf-empty"), HF_HUB_OFFLINE="1")
-    BUILD.append(ReferenceBuild())
-    BUILD[0].start()
-    yield root
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+def pytest_sessionstart(session):
+    SESSION.isolate()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that need no reference first: they run while it is built."""
+    items.sort(key=reference_need)
+    if items and reference_need(items[-1]) and not config.option.collectonly:
+        SESSION.start_building()
+
+
+def pytest_sessionfinish(session):
+    SESSION.end()
+
+
+def reference_need(item) -> int:
+    """0: no reference; 1: a `grade` command, which waits for it (run_grade); 2: the reference itself."""
+    if "reference" in item.fixturenames:
+        return 2
+    return int("run_grade(" in inspect.getsource(item.function))
 
 
 @pytest.fixture(scope="session")
-def reference(isolated_caches):
-    return BUILD[0].result()
+def reference():
+    return SESSION.reference()
 
 
 @pytest.fixture(scope="session")
@@ -139,7 +169,7 @@ def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base
 
 def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The `grade` command as a learner runs it, once the session's reference is built (not built twice)."""
-    BUILD[0].result()
+    SESSION.reference()
     return subprocess.run(
         [sys.executable, "-m", "grader", *args],
         capture_output=True,

@@ -73,7 +73,8 @@ def one_lane_and_two(grade_in, monkeypatch) -> tuple[dict, dict]:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_mistake_in_either_lane_gets_the_same_verdicts_in_one_lane_or_two(variant, grade, tmp_path, monkeypatch):
     package = write_variant(tmp_path, VARIANTS[variant])
-    one, two = one_lane_and_two(lambda: grade(package, "attention", "sampling"), monkeypatch)  # both lanes
+    checks = ("attention", "kv_cache", "sampling.greedy", "sampling.top_k")  # two of each lane
+    one, two = one_lane_and_two(lambda: grade(package, *checks), monkeypatch)
     assert one == two
     assert two["attention" if variant == "attention" else "sampling.top_k"][0] == "fail"
 
