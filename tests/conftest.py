@@ -167,9 +167,14 @@ def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base
     return package
 
 
+BUILDS_NOTHING = {"--download", "--list", "--help"}  # grade's options that read no reference
+
+
 def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The `grade` command as a learner runs it, once the session's reference is built (not built twice)."""
-    SESSION.reference()
+    """The `grade` command as a learner runs it; one that grades waits for the session's reference (never built
+    twice)."""
+    if not BUILDS_NOTHING & set(args):
+        SESSION.reference()
     return subprocess.run(
         [sys.executable, "-m", "grader", *args],
         capture_output=True,
