@@ -9,7 +9,8 @@ Applied in each forked check process before the learner's package is imported:
   minus the reference's libraries, the learner's package and the learner-side modules of the
   grader; writing only the check's own scratch directory; no TCP connection or bind; no signal
   or abstract unix socket reaching a process outside the check;
-- fork bombs are bounded with RLIMIT_NPROC when the check runs as its own user.
+- as root, the check also gets IPC and network namespaces of its own (SysV IPC and UDP are out of Landlock's
+  sight), and fork bombs are bounded with RLIMIT_NPROC for its user.
 
 The fork server (`learner.serve`) is the check's child subreaper and kills whatever the check
 left behind; the parent validates everything the check writes. `status()` says which layers hold
@@ -54,7 +55,7 @@ SYSTEM_READABLE = (
     *("/proc/cpuinfo", "/sys/devices/system/cpu"),  # torch's CPU detection
 )
 UNPRIVILEGED = 65534  # nobody
-CLONE_NEWIPC = 0x08000000
+CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
 CAP_DAC_READ_SEARCH = 2
 CHECK_PROCESSES = 512  # tasks (threads included) the check's user may have: torch's pools fit, a fork bomb does not
 
@@ -125,7 +126,7 @@ def status() -> Status:
     if abi < 4:
         return Status(False, f"the kernel's Landlock ABI is {abi or 'absent'}, and the sandbox needs 4 (Linux 6.7)")
     layers = [f"Landlock ABI {abi}: files, TCP" + (", signals" if abi >= 6 else "")]
-    layers.append("user nobody" if os.geteuid() == 0 else "your own user")
+    layers.append("user nobody, own IPC and network namespaces" if os.geteuid() == 0 else "your own user")
     return Status(True, "; ".join(layers))
 
 
@@ -219,9 +220,10 @@ def _drop_root(writable: Path) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (CHECK_PROCESSES, CHECK_PROCESSES))
     # SysV shared memory, message queues and semaphores are no files, so Landlock does not see them, and
     # they outlive their process: an IPC namespace of its own ends them with the check, and keeps this
-    # check's from the next one.
-    if _libc.unshare(CLONE_NEWIPC) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWIPC) failed")
+    # check's from the next one. Landlock stops TCP only: a network namespace of its own, with nothing but
+    # a loopback that is down, lets no UDP datagram out (to a server that would answer GPT-2's outputs).
+    if _libc.unshare(CLONE_NEWIPC | CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWIPC | CLONE_NEWNET) failed")
     _libc.prctl(8, 1, 0, 0, 0)  # PR_SET_KEEPCAPS: keep the permitted set across setuid
     os.setgroups([])
     os.setresgid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)

@@ -227,6 +227,25 @@ def test_shared_memory_does_not_outlive_its_check(no_segment, grade, tmp_path):
     assert found.status == "error" and "an earlier check left it" in found.message, found.message
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace per check is made where the grader runs as root")
+def test_no_datagram_leaves_the_check(grade, tmp_path):
+    """UDP is out of Landlock's reach; the check's own network namespace has no way out."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.settimeout(0.5)
+        port = listener.getsockname()[1]
+        sent = (
+            f"[s.send(b'leak') for s in [__import__('socket').socket(2, 2)] if not s.connect_ex(('127.0.0.1', {port}))]"
+        )
+        confined = by_id(grade(attention_variant(tmp_path / "on", sent), "attention"))["attention"]
+        assert confined.status == "pass", confined.message
+        with pytest.raises(TimeoutError):
+            listener.recv(16)
+        # The control: unconfined, the datagram arrives.
+        unconfined = by_id(grade(attention_variant(tmp_path / "off", sent), "attention", sandbox=False))["attention"]
+        assert unconfined.status == "pass" and listener.recv(16) == b"leak", unconfined.message
+
+
 def test_no_network(grade, tmp_path):
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
