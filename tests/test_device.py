@@ -41,10 +41,12 @@ def test_cpu_and_auto_give_the_same_verdicts(name, grade, tmp_path_factory):
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("variant", HARD_CODED)
+@pytest.mark.parametrize(
+    "variant", [pytest.param(name, marks=() if name == "a literal device" else pytest.mark.slow) for name in HARD_CODED]
+)
 @pytest.mark.parametrize(
     "fork", [None, pytest.param(False, marks=pytest.mark.slow)], ids=["default path", "unforked"]
-)  # unforked in make test-all, and in ci.yml on macOS and Windows
+)  # make test grades the literal device forked; make test-all every pair, and ci.yml every pair on macOS and Windows
 def test_a_hard_coded_device_gets_the_device_message(variant, fork, grade, tmp_path):
     results = by_id(grade(write_variant(tmp_path, HARD_CODED[variant]), "attention", fork=fork))
     for check_id in ("attention.causal_mask", "attention"):
