@@ -161,8 +161,9 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
 
     def rebuilt(tampered, error: ReferenceTampered):  # never judged from: rebuilt, and graded again
         print(f"grade: the reference cache did not verify ({error}); rebuilding it", file=sys.stderr)
+        processes.stop()  # workers whose forks hold the old entry's files open
         discard(tampered)
-        return prepare_reference(args, errors)
+        return prepare_reference(args, errors, building=processes.stop)
 
     try:
         if args.watch:
@@ -173,7 +174,6 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
             with errors.status(f"running {len(checks)} checks on {package}"):
                 report = grade_package(package, checks, reference, processes=processes)
         except ReferenceTampered as error:
-            processes.stop()  # workers whose forks hold the old entry's files open
             report = grade_package(package, checks, rebuilt(reference, error), processes=processes)
     except (ReferenceTampered, ReferenceUnavailable) as again:
         print(f"grade: no trustworthy reference: {again}", file=sys.stderr)

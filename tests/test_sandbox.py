@@ -191,7 +191,7 @@ def test_without_the_sandbox_the_same_code_gets_through(route, routes, grade, tm
 
 
 SHM_KEY = 0x6770_7432  # "gpt2"
-SHM = "(lambda libc: libc.shmget(0x67707432, 4096, {flags}))(__import__('ctypes').CDLL(None))"
+SHM = f"(lambda libc: libc.shmget({SHM_KEY}, 4096, {{flags}}))(__import__('ctypes').CDLL(None))"
 LEAVE_A_SEGMENT = f"assert {SHM.format(flags='0o1666')} >= 0"  # IPC_CREAT | 0o666
 FIND_NO_SEGMENT = f"assert {SHM.format(flags='0')} < 0, 'an earlier check left it'"
 

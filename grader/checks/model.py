@@ -271,6 +271,14 @@ def embed_cases(ref: Reference) -> list[Case]:
     return cases + [Case("one_position", [ref.tokens[one]], out, weights="embed.", hint=ONE_POSITION)]
 
 
+def offset_args(first: Tensor, past_kv_pos_offset: int) -> list[Tensor]:
+    """A case's arguments for the offset driver (grader.drivers.offset): the offset, when there is one, as a 0-d
+    tensor after the first."""
+    import torch
+
+    return [first, torch.tensor(past_kv_pos_offset)] if past_kv_pos_offset else [first]
+
+
 def pos_embed_cases(ref: Reference) -> list[Case]:
     import torch
 
@@ -278,8 +286,8 @@ def pos_embed_cases(ref: Reference) -> list[Case]:
 
     def case(name, tokens, mistakes=None, hint="", past_kv_pos_offset=0):
         mistakes = (mistakes or {}) | batch_axis_mistakes(W_pos, tokens, past_kv_pos_offset)
-        args = [tokens, torch.tensor(past_kv_pos_offset)] if past_kv_pos_offset else [tokens]
         out = ref.call("pos_embed", tokens, past_kv_pos_offset)
+        args = offset_args(tokens, past_kv_pos_offset)
         return Case(name, args, out, weights="pos_embed.", hint=hint, mistakes=mistakes)
 
     # Token ids below n_ctx first: looking positions up by token id then gives wrong values
@@ -366,8 +374,7 @@ def causal_mask_cases(ref: Reference) -> list[Case]:
             MASK_AT_FIRST_KEY: scores.masked_fill(top_left, float("-inf")),
         }
         mistakes = {hint: mistakes[hint]} if hint in mistakes else {}
-        args = [scores, torch.tensor(past_kv_pos_offset)] if past_kv_pos_offset else [scores]
-        masked = ref.causal_mask(scores, past_kv_pos_offset)
+        masked, args = ref.causal_mask(scores, past_kv_pos_offset), offset_args(scores, past_kv_pos_offset)
         return Case(name, args, masked, weights="blocks.0.attn.", hint=hint, mistakes=mistakes)
 
     cases = [case(f"scores_{n}x{n}", torch.randn(2, ref.n_heads, n, n, generator=ref.generator)) for n in (7, 12)]
