@@ -2,12 +2,15 @@
 
     python -m grader.batch SUBMISSIONS_DIR --csv grades.csv [CHECK ...] [--jobs N]
 
-Each subdirectory of SUBMISSIONS_DIR is one submission, and only its `exercises/` is read: it is
-copied to a scratch directory and graded by `grade` from this checkout, so a submission's own
-grader, tests and workflows play no part. The reference is prepared once, before any submission;
-then the submissions are graded in parallel, each by a process group of its own with a time
-limit. A submission that cannot be graded (no exercises/, a grading process that hangs or dies)
-gets a row with its error, and the batch goes on.
+Each subdirectory of SUBMISSIONS_DIR is one submission, and only its `exercises/` is read: its
+directories and regular files (within size and count limits; no links, pipes, sockets or devices)
+are copied to a scratch directory of the submission's own and graded by `grade` from this
+checkout, so a submission's own grader, tests and workflows play no part. Everything that grading
+writes (the copy, the report, the temporary files of the grading process and of its checks) lives
+in that scratch, which goes with the submission. The reference is prepared once, before any
+submission; then the submissions are graded in parallel, each by a process group of its own with a
+time limit. A submission that cannot be graded (no exercises/, a file that cannot be accepted, a
+grading process that hangs or dies) gets a row with its error, and the batch goes on.
 
 Outputs: the CSV gradebook (one row per submission: each check's status, the score, the maximum
 and any error) and one JSON result per submission, written as soon as that submission is done.
@@ -22,6 +25,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -32,6 +36,17 @@ from pathlib import Path
 
 from .cli import add_timeout_option, tool_parser
 from .paths import REPO_ROOT
+
+# What a submission's exercises/ may hold: a module of this course is a few KB.
+FILE_LIMIT = 2**20  # bytes a file
+SUBMISSION_LIMIT = 8 * 2**20  # bytes in all
+ENTRY_LIMIT = 1000  # files and directories
+SPECIAL_FILES = {
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+}
 
 
 @dataclass(frozen=True)
@@ -79,14 +94,44 @@ def missing_files(exercises: Path, checks: Sequence) -> list[str]:
     )
 
 
-def symlinks_in(submission: Path, exercises: Path) -> list[str]:
-    """Every symbolic link at or under `exercises`, relative to the submission: a link could hand
-    the grader a file of the grading machine as if it were the learner's."""
-    if exercises.is_symlink():
-        return ["exercises"]
-    if not exercises.is_dir():
-        return []
-    return sorted(str(path.relative_to(submission)) for path in exercises.rglob("*") if path.is_symlink())
+class Refused(Exception):
+    """A submission that is not graded: the message, one line, is its row's error."""
+
+
+def copy_exercises(exercises: Path, target: Path) -> None:
+    """Copy `exercises` (but __pycache__) to `target`: directories and regular files only, within the
+    limits above, each file measured by its metadata before a byte of it is copied. Raises Refused."""
+    pending, entries, total = [Path()], 0, 0
+    while pending:  # a stack, not recursion: no depth of tree exhausts Python's
+        relative = pending.pop()
+        (target / relative).mkdir()
+        with os.scandir(exercises / relative) as listing:
+            for entry in listing:
+                entries += 1
+                if entries > ENTRY_LIMIT:
+                    raise Refused(f"exercises/ holds more than {ENTRY_LIMIT} files and directories")
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    pending += [relative / entry.name] if entry.name != "__pycache__" else []
+                    continue
+                accept_file(f"exercises/{relative / entry.name}", info)
+                total += info.st_size
+                if total > SUBMISSION_LIMIT:
+                    raise Refused(f"exercises/ holds more than the limit of {SUBMISSION_LIMIT:,} bytes")
+                shutil.copyfile(entry.path, target / relative / entry.name, follow_symlinks=False)
+
+
+def accept_file(name: str, info: os.stat_result) -> None:
+    """Raise Refused unless `name` is a regular file within FILE_LIMIT. A symbolic link could hand the
+    grader a file of the grading machine as the learner's; the others would fill the disk or hang
+    the copy: a 1.5 GB sparse file is 1.5 GB to copy, however few blocks it has, a named pipe waits
+    for a writer, /dev/zero never ends."""
+    if stat.S_ISLNK(info.st_mode):
+        raise Refused(f"symbolic links are not accepted: {name}")
+    if not stat.S_ISREG(info.st_mode):
+        raise Refused(f"{name} is {SPECIAL_FILES.get(stat.S_IFMT(info.st_mode), 'a special file')}, not a regular file")
+    if info.st_size > FILE_LIMIT:
+        raise Refused(f"{name} is {info.st_size:,} bytes, over the limit of {FILE_LIMIT:,} bytes a file")
 
 
 def spreadsheet_safe(cell: object) -> object:
@@ -102,11 +147,20 @@ def kill_group(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def own_mount_namespace() -> list[str]:
+    """As root on Linux, the prefix that runs a grading in a mount namespace of its own (util-linux's
+    unshare, private propagation): the tmpfs each check's scratch is mounted on ends with the grading,
+    even one killed at its time limit, instead of staying mounted, and in memory, on the machine."""
+    if sys.platform != "linux" or os.geteuid() != 0 or not shutil.which("unshare"):
+        return []
+    return ["unshare", "--mount", "--propagation", "private", "--"]
+
+
 def run_in_own_group(command: list[str], seconds: float, env: dict) -> tuple[int, str]:
     """Exit code and stderr of command, run in a new process group. Past `seconds` the whole group
     (the learner's processes with it) is killed and TimeoutError raised."""
     process = subprocess.Popen(
-        command,
+        [*own_mount_namespace(), *command],
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -127,15 +181,16 @@ def run_in_own_group(command: list[str], seconds: float, env: dict) -> tuple[int
 def grade_submission(submission: Path, checks: Sequence, options: Options) -> Submission:
     """Grade a copy of the submission's exercises/ with this checkout's `grade`, in its own process group."""
     exercises = submission / "exercises"
-    links = symlinks_in(submission, exercises)
-    if links:
-        return Submission(submission.name, error=f"symbolic links are not accepted: {', '.join(links[:3])}")
+    if exercises.is_symlink():
+        return Submission(submission.name, error="symbolic links are not accepted: exercises")
     if not (exercises / "__init__.py").is_file():
         return Submission(submission.name, error="no exercises/ package (exercises/__init__.py is missing)")
-    with tempfile.TemporaryDirectory(prefix="gpt2-batch-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="gpt2-batch-", ignore_cleanup_errors=True) as scratch:
         package, report_path = Path(scratch) / "exercises", Path(scratch) / "report.json"
         try:
-            shutil.copytree(exercises, package, ignore=shutil.ignore_patterns("__pycache__"))
+            copy_exercises(exercises, package)
+        except Refused as refusal:
+            return Submission(submission.name, error=str(refusal))
         except OSError as error:
             return Submission(submission.name, error=f"could not copy exercises/: {error}")
         command = [
@@ -150,7 +205,8 @@ def grade_submission(submission: Path, checks: Sequence, options: Options) -> Su
         ]
         command += ["--timeout", str(options.timeout), "--json", str(report_path), *options.sandbox_flags]
         # One torch thread each: the parallelism is the jobs', and threads that lose their core spin.
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        # The grading's temporary files in the submission's scratch: gone with it, even when the grading is killed.
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": scratch}
         try:
             code, stderr = run_in_own_group(command, options.submission_timeout, env)
         except TimeoutError as error:

@@ -24,12 +24,12 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from . import __version__, wire
+from . import __version__, sandbox, wire
 from .paths import cache_root
 
 GRADER_DIR = Path(__file__).resolve().parent
 PROGRESS_PREFIX = "[reference] "  # marks the builder's progress lines: "[reference] 0.300 message"
-VERIFIED_FILE = "verified.json"  # which files an earlier run hashed, by their stat; not part of the entry
+VERIFIED_FILE = "verified.json"  # which files an earlier run hashed, by their stat; read only where unconfined
 ENTRY_FILES = (
     "weights.safetensors",
     "expected.safetensors",
@@ -145,7 +145,9 @@ class Seal:
 
     Started before the learner's process: the files are hashed in a thread (beside the worker's
     start-up) and compared with the digests the builder recorded; `broken()` then also checks that
-    no file was replaced or written since (inode, size, modification and change times).
+    no file was replaced or written since (inode, size, modification and change times). A file this
+    process hashed before (watch's regrades) is not hashed again; one an earlier run hashed is
+    hashed again wherever the sandbox is on (`_recall_verified`).
     """
 
     def __init__(self, data: ReferenceData):
@@ -170,7 +172,15 @@ class Seal:
 
     def _recall_verified(self) -> None:
         """Files hashed by an earlier run and not written since (a write always moves the change
-        time, which no unprivileged process can set back): the weights are not hashed every run."""
+        time, which no unprivileged process can set back): the weights are not hashed every run.
+
+        Only where checks run unconfined. The record is its user's file, so the code of any unconfined
+        run (--no-sandbox, GPT2_GRADER_SANDBOX=off) could have rewritten it together with the files it
+        vouches for: where the sandbox is on, every run hashes every file (the random reference's 1 GB
+        in about a second, beside the worker's start-up); where it is off, the learner's code could
+        read the answers anyway."""
+        if sandbox.status().on:
+            return
         try:
             earlier = json.loads((self.data.directory / VERIFIED_FILE).read_text())
         except (OSError, ValueError):

@@ -6,8 +6,11 @@ import csv
 import json
 import os
 import shutil
+import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,11 +64,12 @@ def write_submission(root: Path, name: str, edits: dict) -> Path:
     return submission
 
 
-def run_batch(*args: str) -> subprocess.CompletedProcess:
+def run_batch(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     # A session of its own: a submission that kills its process group must not reach pytest.
     return subprocess.run(
         [sys.executable, "-m", "grader.batch", *args],
         cwd=REPO,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=900,
@@ -91,6 +95,10 @@ def batch(tmp_path_factory, reference):
     for name in ("__init__.py", "config.py", "embedding.py"):
         shutil.copy(SOLUTIONS / name, submissions / "missing_files" / "exercises" / name)
     (submissions / "empty").mkdir()
+    # A checkpoint beside its modules: a 1.5 GB hole, which costs the submission nothing and a copy 1.5 GB.
+    checkpoint = write_submission(submissions, "oversized", {}) / "exercises" / "checkpoint.pt"
+    checkpoint.touch()
+    os.truncate(checkpoint, 3 * 2**29)
     # Kills the whole grading process group from its first check.
     write_submission(
         submissions,
@@ -121,7 +129,7 @@ def test_the_gradebook_has_one_row_per_submission_and_a_column_per_check(batch):
     with open(batch["root"] / "grades.csv", newline="") as handle:
         header = next(csv.reader(handle))
     assert header == ["submission", *MODEL, "score", "max_score", "error"]
-    assert sorted(batch["rows"]) == sorted([*GRADED, "missing_files", "empty", "killer"])
+    assert sorted(batch["rows"]) == sorted([*GRADED, "missing_files", "empty", "oversized", "killer"])
     assert {row["max_score"] for row in batch["rows"].values()} == {str(sum(POINTS[i] for i in MODEL))}
 
 
@@ -149,6 +157,15 @@ def test_submissions_that_cannot_be_graded_get_a_row_with_their_error(batch):
     empty = batch["rows"]["empty"]
     assert "no exercises/" in empty["error"]
     assert empty["score"] == "0" and all(empty[check] == "" for check in MODEL)
+
+
+@pytest.mark.slow
+def test_a_submission_with_a_file_too_large_is_refused_before_it_is_copied(batch):
+    oversized = batch["rows"]["oversized"]
+    assert (
+        oversized["error"] == "exercises/checkpoint.pt is 1,610,612,736 bytes, over the limit of 1,048,576 bytes a file"
+    )
+    assert oversized["score"] == "0" and all(oversized[check] == "" for check in MODEL)
 
 
 @pytest.mark.slow
@@ -199,12 +216,18 @@ def stuck_processes() -> list[int]:
 
 
 @pytest.mark.slow
-def test_a_submission_past_its_time_limit_is_stopped_with_its_processes(reference, tmp_path):
+def test_a_submission_past_its_time_limit_is_stopped_with_its_processes_and_files(reference, monkeypatch, tmp_path):
+    """What the killed grading and its check wrote (here 8 MB in the check's scratch) goes with the submission."""
     from grader.batch import Options, grade_submission
 
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     submission = write_submission(tmp_path, "stuck", {})
+    ballast = "import os\nopen(os.path.join(os.environ['TMPDIR'], 'ballast'), 'wb').write(bytes(8 << 20))\n"
     name_and_loop = "import ctypes\nctypes.CDLL(None).prctl(15, b'gpt2-stuck', 0, 0, 0)\nwhile True:\n    pass\n"
-    (submission / "exercises" / "__init__.py").write_text(name_and_loop)
+    (submission / "exercises" / "__init__.py").write_text(ballast + name_and_loop)
     options = Options(check_ids=("embed",), reference="random", timeout=60, submission_timeout=8)
     result = grade_submission(submission, [c for c in registry() if c.id == "embed"], options)
     assert result.report is None and result.error == "grading took longer than 8 s; stopped"
@@ -212,6 +235,67 @@ def test_a_submission_past_its_time_limit_is_stopped_with_its_processes(referenc
     while stuck_processes() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert stuck_processes() == [], "the learner's process outlived its submission"
+    assert list(temporary.iterdir()) == []
+
+
+def sparse_file(exercises: Path) -> None:
+    (exercises / "weights.bin").touch()
+    os.truncate(exercises / "weights.bin", 3 * 2**29)
+
+
+def too_many_files(exercises: Path) -> None:
+    (exercises / "notes").mkdir()
+    for i in range(1000):
+        (exercises / "notes" / f"{i}.txt").touch()
+
+
+def too_many_bytes(exercises: Path) -> None:
+    for i in range(9):
+        (exercises / f"data{i}.bin").write_bytes(bytes(2**20))
+
+
+def named_pipe(exercises: Path) -> None:
+    os.mkfifo(exercises / "pipe")
+
+
+def unix_socket(exercises: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as bound:
+        bound.bind(str(exercises / "sock"))
+
+
+def zero_device(exercises: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root makes a device file")
+    os.mknod(exercises / "zero", 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero: a copy never ends
+
+
+REFUSED = {
+    "a sparse file": (
+        sparse_file,
+        "exercises/weights.bin is 1,610,612,736 bytes, over the limit of 1,048,576 bytes a file",
+    ),
+    "too many files": (too_many_files, "exercises/ holds more than 1000 files and directories"),
+    "too many bytes": (too_many_bytes, "exercises/ holds more than the limit of 8,388,608 bytes"),
+    "a named pipe": (named_pipe, "exercises/pipe is a named pipe, not a regular file"),
+    "a socket": (unix_socket, "exercises/sock is a socket, not a regular file"),
+    "a device": (zero_device, "exercises/zero is a device, not a regular file"),
+}
+
+
+@pytest.mark.parametrize("kind", list(REFUSED))
+def test_a_submission_with_a_file_grading_cannot_take_gets_its_reason(kind, monkeypatch, tmp_path):
+    """Refused before it is copied, in one line; the batch's scratch is left empty."""
+    from grader.batch import Options, grade_submission
+
+    make, reason = REFUSED[kind]
+    submission = write_submission(tmp_path, "s", {})
+    make(submission / "exercises")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    result = grade_submission(submission, registry(), Options((), "random", 10.0, 60.0))
+    assert (result.report, result.error) == (None, reason)
+    assert list(temporary.iterdir()) == []
 
 
 def test_bad_input_is_one_line(tmp_path):
