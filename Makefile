@@ -16,6 +16,7 @@ PYTEST_ARGS ?=
 RELEASE_DIR ?= ../gpt2-learner
 WORKFLOW ?= classroom
 NOTEBOOKS_DIR ?= course/source/gpt2
+COURSE_DIR ?= course
 SUBMISSIONS ?= submissions
 GRADES ?= grades.csv
 # The learner's copy has no solutions/: its tests need the learner-test extra, not the dev toolchain.
@@ -25,7 +26,7 @@ TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
 # does not, as its grader and tests are not the learner's to change.
 LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
 
-.PHONY: grade test test-all lint stubs release notebooks batch clean
+.PHONY: grade test test-all lint stubs release notebooks notebook-grades batch clean
 
 grade: $(VENV)/.installed
 	$(VENV)/bin/grade $(ARGS)
@@ -46,6 +47,12 @@ release: $(VENV)/.installed-instructor
 
 notebooks: $(VENV)/.installed-instructor
 	$(PY) -m grader.notebooks $(NOTEBOOKS_DIR)
+
+# After `nbgrader autograde`: the notebooks' grades recorded from outside any kernel, into
+# $(GRADES) and nbgrader's gradebook (in place of the scores autograde found in the kernel).
+notebook-grades: $(VENV)/.installed-instructor
+	$(PY) -m grader.notebooks grade $(COURSE_DIR)/submitted --csv $(GRADES) \
+		--db sqlite:///$(abspath $(COURSE_DIR))/gradebook.db $(ARGS)
 
 batch: $(VENV)/.installed-instructor
 	$(PY) -m grader.batch $(SUBMISSIONS) --csv $(GRADES) $(ARGS)

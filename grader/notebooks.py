@@ -1,6 +1,7 @@
 """The exercises as nbgrader notebooks, one per part, and the kernel side those notebooks call.
 
     python -m grader.notebooks OUTDIR    # write OUTDIR/<n>-<part>.ipynb from solutions/ and the checks
+    python -m grader.notebooks grade SUBMITTED_DIR --csv grades.csv [--db URL] [CHECK ...]
 
 Each notebook is an nbgrader source notebook, generated from the same sources as `exercises/`:
 a short explanation per file, the file itself as a solution cell (nbgrader's `generate_assignment`
@@ -11,22 +12,36 @@ written to `notebook_exercises/FILE` beside the notebook and run as that module 
 so what it defines can be tried at once. It also defines `grade_check(ID)` for the test cells:
 it grades that package with the normal grader and raises unless the check passes, nbgrader's
 way to give a test cell its points or none.
+
+That verdict is the learner's feedback, not the grade to record: the test cell calls it from the
+kernel the learner's cells ran in, where a cell can patch the grader or define its own
+`grade_check`. `grade` records grades from outside any kernel: it reads each submitted notebook
+(never running it), takes only its `%%exercise` cells into a package laid out like `exercises/`,
+grades that package with the sandboxed grader (`grader.batch`'s machinery) and writes each
+check's points into a CSV and, with `--db`, into nbgrader's gradebook.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+import csv
 import hashlib
 import importlib
+import os
+import shutil
+import stat
 import sys
+import tempfile
 import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cli import tool_parser
+from .cli import add_timeout_option, tool_parser
 from .paths import REPO_ROOT
 
 if TYPE_CHECKING:
+    from .batch import Submission
     from .checks import Check
     from .results import Report
 
@@ -55,6 +70,18 @@ KERNEL = {
 
 
 # --- generating the source notebooks ------------------------------------------------------------
+
+
+def notebook_name(part: str) -> str:
+    """A part's notebook: "1-model.ipynb"; nbgrader's gradebook names it by the stem."""
+    from .checks import PARTS
+
+    return f"{PARTS.index(part) + 1}-{part}.ipynb"
+
+
+def grade_cell_id(check_id: str) -> str:
+    """The nbgrader grade id of a check's test cell (nbgrader's ids take no dots)."""
+    return f"check-{check_id.replace('.', '-')}"
 
 
 def nbgrader_cell(source: str, grade_id: str, *, solution: bool = False, points: int | None = None):
@@ -122,7 +149,7 @@ def part_notebook(number: int, part: str, checks: list, solutions: Path):
             )
         )
         cells += [
-            nbgrader_cell(f'grade_check("{check.id}")', f"check-{check.id.replace('.', '-')}", points=check.points)
+            nbgrader_cell(f'grade_check("{check.id}")', grade_cell_id(check.id), points=check.points)
             for check in graded
         ]
     return nbformat.v4.new_notebook(cells=cells, metadata=KERNEL)
@@ -145,7 +172,7 @@ def source_notebooks(solutions: Path) -> tuple[dict[str, Any], list[str]]:
         if missing:
             skipped.append(f"no notebook for part {part}: {', '.join(missing)} not in {solutions}")
             continue
-        notebooks[f"{number}-{part}.ipynb"] = part_notebook(number, part, checks, solutions)
+        notebooks[notebook_name(part)] = part_notebook(number, part, checks, solutions)
     return notebooks, skipped
 
 
@@ -211,12 +238,12 @@ def fresh_module(package: Path, path: Path) -> types.ModuleType:
 
 def cell_of(file: str) -> str:
     """Which notebook's cell writes a file: "1-model.ipynb's attention cell" (the part of its first check)."""
-    from .checks import PARTS, registry
+    from .checks import registry
 
     part = next((check.part for check in registry() if check.target.file == file), None)
     if part is None:
         return f"the cell that starts with %%exercise {file}.py"
-    return f"{PARTS.index(part) + 1}-{part}.ipynb's {file} cell"
+    return f"{notebook_name(part)}'s {file} cell"
 
 
 def package_digest(package: Path) -> str:
@@ -231,7 +258,6 @@ def grade_in_own_process(package: Path, check_ids: list[str]) -> Report:
     the grader, replaced a function) cannot reach the verdict."""
     import json
     import subprocess
-    import tempfile
 
     from .results import Report
 
@@ -280,10 +306,241 @@ class NotebookGrader:
             raise AssertionError(f"{check_id}: {result.status}" + (f": {result.message}" if result.message else ""))
 
 
+# --- recording the grades, outside any kernel ------------------------------------------------------
+
+MAX_NOTEBOOK_BYTES = 50 * 2**20  # a generated notebook is tens of KB; with outputs and figures, a few MB
+
+
+def graded_files() -> set[str]:
+    """The files a check grades: the only ones a submitted notebook's cells are taken into."""
+    from .checks import registry
+
+    return {f"{check.target.file}.py" for check in registry()}
+
+
+def exercise_cell(source: str) -> tuple[str, str] | None:
+    """(FILE, body) of a cell that starts `%%exercise FILE`, split as IPython splits a cell magic
+    (blank leading lines dropped); None for any other cell."""
+    lines = source.splitlines(keepends=True)
+    while lines and lines[0].isspace():
+        lines.pop(0)
+    magic, _, line = (lines or [""])[0].rstrip().partition(" ")
+    return (line.strip(), "".join(lines[1:])) if magic == "%%exercise" else None
+
+
+def read_submitted(path: Path):
+    """A submitted notebook, read as hostile input: a regular file of a notebook's size that
+    nbformat reads; ValueError saying why not."""
+    import nbformat
+
+    info = path.lstat()
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_NOTEBOOK_BYTES:
+        raise ValueError(f"{path.name} is not a regular file under {MAX_NOTEBOOK_BYTES // 2**20} MB")
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as error:  # nbformat raises anything from TypeError to jsonschema's errors on a bad file
+        said = (str(error).splitlines() or [type(error).__name__])[0][:200]  # jsonschema's quote the whole file
+        raise ValueError(f"{path.name} is not a notebook nbformat reads: {said}") from None
+
+
+def exercise_sources(notebooks: list[Path]) -> dict[str, str]:
+    """File name -> what running the notebooks' cells in order leaves in notebook_exercises/ for each
+    graded file: the body of its last `%%exercise FILE` cell. No other cell's code is kept, so a cell
+    that patches the grader or defines its own `grade_check` is never part of what is graded."""
+    files, sources = graded_files(), {}
+    for path in notebooks:
+        for cell in read_submitted(path).get("cells", []):
+            code = cell.get("source") if isinstance(cell, dict) and cell.get("cell_type") == "code" else None
+            found = exercise_cell(code) if isinstance(code, str) else None
+            if found and found[0] in files:
+                sources[found[0]] = found[1]
+    return sources
+
+
+def write_package(notebooks: list[Path], package: Path) -> None:
+    """The package a learner's notebooks amount to: the course's exercises/ (the given files, and the
+    stub of any file no cell wrote) with each exercise cell written over its file."""
+    sources = exercise_sources(notebooks)
+    package.mkdir(parents=True)
+    for path in (REPO_ROOT / "exercises").glob("*.py"):
+        shutil.copyfile(path, package / path.name)
+    for name, source in sources.items():
+        (package / name).write_text(source)  # UnicodeEncodeError (lone surrogates) is a ValueError
+
+
+def checks_points(result: Submission) -> dict[str, int]:
+    return {check["id"]: check["score"] for check in (result.report or {}).get("checks", [])}
+
+
+def grade_packages(learners: list[Path], checks: list, args: argparse.Namespace) -> list[Submission]:
+    """Each `learner/exercises/` graded as grader.batch grades a checkout: by `grade` in a process group
+    of its own, the sandbox required wherever this machine has one."""
+    from .batch import Options, grade_all
+    from .refcache import ensure_reference
+    from .sandbox import status
+
+    def say(message: str, fraction: float | None = None) -> None:
+        print(message, file=sys.stderr)
+
+    reference = ensure_reference(args.reference, say)
+    if reference.fallback_reason:
+        say(f"notebooks: grading against the random reference: {reference.fallback_reason}")
+    confinement = status()
+    if not confinement.on:
+        say(f"notebooks: grading without the sandbox, so learner code can read the answers: {confinement.describe()}")
+    max_score = sum(check.points for check in checks)
+    submission_timeout = sum(max(args.timeout, check.min_timeout or 0) for check in checks) + 120  # as batch's
+    sandbox_flags = ("--require-sandbox",) if confinement.on else ()
+    options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout, sandbox_flags)
+    return grade_all(
+        learners,
+        checks,
+        options,
+        args.jobs,
+        lambda result: say(
+            f"{result.name}: {result.score}/{max_score}" + (f" ({result.error})" if result.error else "")
+        ),
+    )
+
+
+def write_scores(path: Path, results: list[Submission], checks: list) -> None:
+    """The CSV: one row per learner, each check's points, the score, the maximum and any error."""
+    from .batch import spreadsheet_safe
+
+    max_score = sum(check.points for check in checks)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["student", *(check.id for check in checks), "score", "max_score", "error"])
+        for result in results:
+            points = checks_points(result)
+            row = [result.name, *(points.get(check.id, 0) for check in checks), result.score, max_score, result.error]
+            writer.writerow([spreadsheet_safe(cell) for cell in row])
+
+
+def has_assignment(url: str, assignment: str) -> bool:
+    """Whether nbgrader's gradebook knows the assignment (`nbgrader generate_assignment` adds it)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(url) as gradebook:
+        try:
+            gradebook.find_assignment(assignment)
+        except MissingEntry:
+            return False
+    return True
+
+
+def write_gradebook(url: str, assignment: str, results: list[Submission], checks: list) -> None:
+    """Each check's points as the automatic score of its test cell in nbgrader's gradebook, in place
+    of what autograde found in the kernel (a manual score still overrides it, as nbgrader has it). A
+    learner whose grading failed gets 0: a grading that a learner's code stops must not leave
+    autograde's score standing."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(url) as gradebook:
+        for result in results:
+            gradebook.update_or_create_student(result.name)
+            gradebook.update_or_create_submission(assignment, result.name)
+            points = checks_points(result)
+            for check in checks:
+                notebook = Path(notebook_name(check.part)).stem
+                try:
+                    grade = gradebook.find_grade(grade_cell_id(check.id), notebook, assignment, result.name)
+                except MissingEntry:
+                    continue  # that part has no notebook in this assignment
+                grade.auto_score, grade.needs_manual_grade = points.get(check.id, 0), False
+        gradebook.db.commit()
+
+
+def write_packages(learners: list[Path], assignment: str, scratch: Path) -> tuple[list[Path], list[Submission]]:
+    """`scratch/LEARNER/exercises/` for each learner whose notebooks can be read; for the others, a row
+    with the error."""
+    from .batch import Submission
+
+    packaged, unread = [], []
+    for learner in learners:
+        notebooks = sorted((learner / assignment).glob("*.ipynb"))
+        try:
+            if not notebooks:
+                raise ValueError(f"no notebooks in {assignment}/")
+            write_package(notebooks, scratch / learner.name / "exercises")
+            packaged.append(scratch / learner.name)
+        except (OSError, ValueError) as error:
+            unread.append(Submission(learner.name, error=str(error)))
+    return packaged, unread
+
+
+def record_grades(args: argparse.Namespace) -> int:
+    """Grade the submitted notebooks from outside any kernel and record the grades."""
+    from .batch import submissions_in
+    from .checks import UnknownCheck, select
+    from .refcache import ReferenceUnavailable
+
+    def usage(message: str) -> int:
+        print(f"notebooks grade: {message}", file=sys.stderr)
+        return 2
+
+    if not args.submitted.is_dir():
+        return usage(f"{args.submitted} is not a directory")
+    if not args.csv.parent.is_dir():
+        return usage(f"cannot write {args.csv}: {args.csv.parent} is not a directory")
+    if args.jobs < 1:
+        return usage("--jobs must be at least 1")
+    if args.db and not has_assignment(args.db, args.assignment):
+        return usage(f"{args.db} has no assignment {args.assignment}: run nbgrader generate_assignment first")
+    try:
+        checks = select(args.checks)
+    except UnknownCheck as error:
+        return usage(str(error))
+    with tempfile.TemporaryDirectory(prefix="gpt2-notebooks-") as scratch:
+        packaged, unread = write_packages(submissions_in(args.submitted), args.assignment, Path(scratch))
+        try:
+            graded = grade_packages(packaged, checks, args)
+        except ReferenceUnavailable as error:
+            return usage(f"{error} (--reference random grades offline)")
+    results = sorted(unread + graded, key=lambda result: result.name)
+    write_scores(args.csv, results, checks)
+    if args.db:
+        write_gradebook(args.db, args.assignment, results, checks)
+    print(f"graded {len(results)} notebook submissions: {args.csv}" + (f", {args.db}" if args.db else ""))
+    return 0
+
+
+def grade_parser() -> argparse.ArgumentParser:
+    p = tool_parser("grader.notebooks grade", record_grades.__doc__ or "")
+    p.add_argument(
+        "submitted",
+        type=Path,
+        metavar="SUBMITTED_DIR",
+        help="nbgrader's submitted/: one directory per learner, the assignment's notebooks in LEARNER/ASSIGNMENT/",
+    )
+    p.add_argument("checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all)")
+    p.add_argument("--csv", type=Path, required=True, metavar="FILE", help="the grades to write")
+    p.add_argument("--assignment", default="gpt2", help="the assignment's name in nbgrader (default: gpt2)")
+    p.add_argument(
+        "--db", metavar="URL", help="nbgrader's gradebook to record the grades in, e.g. sqlite:///gradebook.db"
+    )
+    p.add_argument(
+        "--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)"
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="learners graded at once (default: the number of cores)",
+    )
+    add_timeout_option(p)
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["grade"]:
+        return record_grades(grade_parser().parse_intermixed_args(argv[1:]))
     parser = tool_parser(
         "grader.notebooks", __doc__, "where to write the notebooks, e.g. COURSE/source/gpt2 for nbgrader"
     )
+    parser.epilog = "python -m grader.notebooks grade --help: record the grades of submitted notebooks"
     parser.add_argument(
         "--solutions",
         type=Path,

@@ -1,7 +1,10 @@
-"""The notebooks: one per part, released by nbgrader without solutions, autograded by nbgrader."""
+"""The notebooks: one per part, released by nbgrader without solutions, autograded by nbgrader, and their
+grades recorded from outside any kernel."""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import shutil
 import subprocess
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import REPO, SOLUTIONS
+from conftest import EXERCISES, REPO, SOLUTIONS, run_grade
 from test_release import solution_lines
 
 from grader.checks import PARTS, registry
@@ -161,3 +164,161 @@ def test_a_cell_run_before_the_one_it_imports_names_that_notebook(tmp_path, monk
     assert (
         str(raised.value) == "No module named 'notebook_exercises.attention': run 1-model.ipynb's attention cell first"
     )
+
+
+# --- the grades recorded outside any kernel -------------------------------------------------------
+
+RECORDED_CHECKS = ("attention.causal_mask", "kv_cache")  # one per notebook of parts 1 and 2: kv_cache imports part 1
+# Cells a learner adds below the setup cell (no nbgrader metadata), each forging the kernel's verdict.
+FORGERIES = {
+    "patched": """import grader.notebooks
+from grader.checks import registry
+from grader.results import CheckResult, Report
+
+
+def forged(package, check_ids):
+    passed = [CheckResult(c.id, c.part, c.summary, "pass", c.points) for c in registry() if c.id in check_ids]
+    return Report("gpt2", str(package), passed)
+
+
+grader.notebooks.grade_in_own_process = forged
+""",
+    "redefined": 'def grade_check(check_id):\n    print(check_id, "passes")\n',
+}
+
+
+def with_cell(notebook, source: str, after: str = "setup"):
+    """The notebook with a learner's code cell added below the cell whose grade id is `after`."""
+    ids = [cell.metadata.get("nbgrader", {}).get("grade_id") for cell in notebook.cells]
+    notebook.cells.insert(ids.index(after) + 1, nbformat.v4.new_code_cell(source))
+    return notebook
+
+
+def test_the_recorded_package_holds_the_exercise_cells_and_nothing_else(tmp_path):
+    """The package graded for the record is what the notebooks' `%%exercise` cells of graded files write:
+    a learner's other cells, a rewritten given file and a cell naming a file outside the package stay out."""
+    from grader.notebooks import source_notebooks, write_package
+
+    notebooks, _ = source_notebooks(SOLUTIONS)
+    first = next(iter(notebooks))
+    with_cell(notebooks[first], FORGERIES["patched"])
+    with_cell(notebooks[first], '%%exercise config.py\n"""rewritten"""\n')
+    with_cell(notebooks[first], '%%exercise ../outside.py\n"""outside"""\n')
+    submitted = tmp_path / ASSIGNMENT
+    submitted.mkdir()
+    for name, notebook in notebooks.items():
+        nbformat.write(notebook, submitted / name)
+
+    write_package(sorted(submitted.glob("*.ipynb")), tmp_path / "learner" / "exercises")
+    graded = {f"{check.target.file}.py" for check in registry()}
+    expected = {
+        path.name: ((SOLUTIONS if path.name in graded else EXERCISES) / path.name).read_text()
+        for path in EXERCISES.glob("*.py")
+    }
+    written = {path.relative_to(tmp_path / "learner").as_posix(): path.read_text() for path in tmp_path.rglob("*.py")}
+    assert written == {f"exercises/{name}": text for name, text in expected.items()}
+    # The control: those cells are in the notebook the package was taken from.
+    cells = "".join(cell.source for cell in nbformat.read(submitted / first, as_version=4).cells)
+    assert all(text in cells for text in ("grade_in_own_process = forged", '"""rewritten"""', '"""outside"""'))
+
+
+@pytest.fixture(scope="module")
+def recorded(course, tmp_path_factory) -> dict:
+    """`python -m grader.notebooks grade` over four learners' notebooks, into a CSV and a copy of the
+    course's gradebook in which autograde's in-kernel verdict already gave the forging learners full
+    marks: "solved" (the source notebooks), "stubbed" (the released ones untouched), and the released
+    ones with a forging cell in the first notebook ("patched", "redefined")."""
+    from nbgrader.api import Gradebook
+
+    root = tmp_path_factory.mktemp("recorded")
+    submitted = root / "submitted"
+    for student, folder in {"solved": "source", "stubbed": "release", **dict.fromkeys(FORGERIES, "release")}.items():
+        shutil.copytree(course / folder / ASSIGNMENT, submitted / student / ASSIGNMENT)
+    for student, source in FORGERIES.items():
+        path = submitted / student / ASSIGNMENT / "1-model.ipynb"
+        nbformat.write(with_cell(nbformat.read(path, as_version=4), source), path)
+    database = f"sqlite:///{root / 'gradebook.db'}"
+    shutil.copy(course / "gradebook.db", root / "gradebook.db")
+    with Gradebook(database) as gradebook:  # what autograde records for a forging notebook (the control below)
+        for student in FORGERIES:
+            gradebook.update_or_create_student(student)
+            gradebook.update_or_create_submission(ASSIGNMENT, student)
+            for check in registry():
+                grade = gradebook.find_grade(
+                    f"check-{check.id.replace('.', '-')}",
+                    f"{PARTS.index(check.part) + 1}-{check.part}",
+                    ASSIGNMENT,
+                    student,
+                )
+                grade.auto_score = check.points
+        gradebook.db.commit()
+    command = [sys.executable, "-m", "grader.notebooks", "grade", str(submitted), *RECORDED_CHECKS]
+    command += ["--csv", str(root / "grades.csv"), "--db", database, "--reference", "random", "--jobs", "2"]
+    ran = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    with open(root / "grades.csv", newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    return {"root": root, "rows": rows, "database": database, "submitted": submitted}
+
+
+@pytest.mark.slow
+def test_the_recorded_grade_is_what_the_exercise_cells_earn_whatever_the_other_cells_forge(recorded, tmp_path):
+    """The CSV's numbers are those of grading the package directly: solutions/ for the solved notebooks,
+    exercises/ (the stubs) for the others, a forging cell or not."""
+    direct = {}
+    for name, package in {"solutions": SOLUTIONS, "exercises": EXERCISES}.items():
+        ran = run_grade(
+            *RECORDED_CHECKS, "--exercises", str(package), "--reference", "random", "--json", str(tmp_path / name)
+        )
+        assert ran.returncode in (0, 1), ran.stderr
+        direct[name] = json.loads((tmp_path / name).read_text())
+    points = {check.id: check.points for check in registry() if check.id in RECORDED_CHECKS}
+    assert direct["solutions"]["score"] == sum(points.values()) and direct["exercises"]["score"] == 0
+    rows = recorded["rows"]
+    assert sorted(rows) == ["patched", "redefined", "solved", "stubbed"]
+    for student, row in rows.items():
+        report = direct["solutions" if student == "solved" else "exercises"]
+        assert row == {
+            "student": student,
+            **{check["id"]: str(check["score"]) for check in report["checks"]},
+            "score": str(report["score"]),
+            "max_score": str(report["max_score"]),
+            "error": "",
+        }
+
+
+@pytest.mark.slow
+def test_the_gradebook_holds_the_recorded_grades_in_place_of_the_forged_ones(recorded):
+    from nbgrader.api import Gradebook
+
+    earned = {"solved": True, "stubbed": False, "patched": False, "redefined": False}
+    with Gradebook(recorded["database"]) as gradebook:
+        for student, passed in earned.items():
+            for check in registry():
+                grade = gradebook.find_grade(
+                    f"check-{check.id.replace('.', '-')}",
+                    f"{PARTS.index(check.part) + 1}-{check.part}",
+                    ASSIGNMENT,
+                    student,
+                )
+                if check.id in RECORDED_CHECKS:
+                    assert grade.auto_score == (check.points if passed else 0), (student, check.id)
+                else:  # not graded by this run: left as it was
+                    assert grade.auto_score == (check.points if student in FORGERIES else None), (student, check.id)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student", sorted(FORGERIES))
+def test_the_control_in_the_kernel_the_forging_cell_wins_every_test_cell(recorded, student, tmp_path):
+    """Run in a kernel, as autograde runs it, the forging notebook scores every test cell in full
+    (nbgrader's own rule: a test cell without an error gets its points), its stubs notwithstanding."""
+    from nbclient import NotebookClient
+    from nbgrader.utils import determine_grade
+
+    notebook = nbformat.read(recorded["submitted"] / student / ASSIGNMENT / "1-model.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, allow_errors=True, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    tests = nbgrader_cells(notebook, grade=True)
+    assert len(tests) == sum(check.part == "model" for check in registry())
+    assert [determine_grade(cell) for cell in tests] == [(cell.metadata.nbgrader.points,) * 2 for cell in tests]
+    stubs = nbgrader_cells(notebook, solution=True)
+    assert stubs and all("raise NotImplementedError()" in cell.source for cell in stubs)
