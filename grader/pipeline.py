@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import sandbox
+from . import cgroup, sandbox
 from .checks import Check
 from .dependencies import with_failing_parts
 from .refcache import ReferenceData, Seal
@@ -25,6 +25,8 @@ def sandbox_line(limits: Limits) -> str:
         return "sandbox: off (--no-sandbox)"
     if status.on and not limits.fork:
         return f"sandbox: off ({FORK_SWITCH}=0: checks run without forks, in one unconfined process)"
+    if status.on:  # how a fork's memory is counted: by the kernel in a cgroup of its own, or polled
+        return f"sandbox: on ({status.reason}; {cgroup.accounting()})"
     return status.describe()
 
 

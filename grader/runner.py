@@ -13,17 +13,17 @@ check gets `timeout` or `error` and a fresh worker serves the rest.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import queue
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import sandbox, wire
@@ -36,7 +36,9 @@ DEFAULT_MEMORY_LIMIT_GB = 6.0  # memory a check's processes may add; the whole m
 GRACE = 30.0  # a fork server answers for a hung check itself; this is for a hung fork server
 STARTUP_LIMIT = 300.0  # seconds for a worker to import torch: a cold start on a slow laptop or Colab
 DEVICES = ("cpu", "cuda", "mps", "auto")
-MAX_OUTPUTS_BYTES = 4 * 2**30
+SCRATCH_BYTES = 2**30  # a check's scratch where it is a tmpfs: four times what the grader reads of its outputs
+MS_NOSUID, MS_NODEV, MNT_DETACH = 2, 4, 2
+MAX_OUTPUTS_BYTES = 256 * 2**20  # what the grader reads of one check's outputs: ten times the most a solution writes
 
 
 @dataclass
@@ -194,47 +196,78 @@ def capture_request(check: Check, trace: bool) -> wire.Capture | None:
     return wire.Capture(sorted(modes), list(check.capture)) if modes else None
 
 
-MAX_PRINTED_BYTES = 64 * 1024  # the report shows a few lines; more is only memory
+def printed_lines(answer: wire.WorkerAnswer) -> list[str]:
+    """What the check's processes printed, as the fork server kept it, each line cleaned; then how much
+    more there was."""
+    lines = [wire.clean_text(line) for line in answer.printed.splitlines()]
+    return lines + ([f"... {answer.printed_beyond} more bytes"] if answer.printed_beyond else [])
 
 
-def read_printed(scratch: Path) -> list[str]:
-    """What the check's process printed, each line cleaned. The learner's code may have replaced the
-    file with a link or a FIFO: never followed, never blocked on; a read error is nothing printed."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+@contextlib.contextmanager
+def scratch_filesystem(scratch: Path):
+    """As root on Linux, a tmpfs of SCRATCH_BYTES mounted on the check's scratch directory while the check
+    runs and its answer is read: what the check writes there takes no disk, and its pages are charged to
+    the check's memory group. Elsewhere (an ordinary user, macOS, Windows) the directory as it is: only
+    each file is capped (`learner.server.CHECK_FILE_BYTES`)."""
+    mounted = _mount_tmpfs(scratch)
     try:
-        with os.fdopen(os.open(scratch / wire.PRINTED_FILE, flags), "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                return []
-            data = file.read(MAX_PRINTED_BYTES)
-    except OSError:
-        return []
-    return [wire.clean_text(line) for line in data.decode("utf-8", errors="replace").splitlines()]
+        yield
+    finally:
+        if mounted:
+            _libc().umount2(bytes(scratch), MNT_DETACH)  # the rmtree after it then removes the empty directory
 
 
-def read_outputs(scratch: Path, reply: wire.Reply) -> dict | str:
-    """The tensors of a reply, or why they cannot be used. A case's output must be there and
-    readable; a recorded tensor that is not is left out (it only feeds the diagnosis)."""
-    from safetensors import safe_open
+def _mount_tmpfs(scratch: Path) -> bool:
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return False
+    options = f"size={SCRATCH_BYTES},mode=0700".encode()
+    return _libc().mount(b"tmpfs", bytes(scratch), b"tmpfs", MS_NOSUID | MS_NODEV, options) == 0
 
-    path = scratch / wire.OUTPUTS_FILE
+
+@functools.cache
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def read_outputs(scratch: Path, reply: wire.Reply, limit: int = MAX_OUTPUTS_BYTES) -> dict | str:
+    """The tensors of a reply, or why they cannot be used. The file is what the learner's code left:
+    never a link followed or a FIFO blocked on, its header checked (`wire.outputs_index`) before any
+    tensor is read, and at most `limit` bytes of it read. A case's output must be there, in a dtype
+    NumPy has, within the limit; a recorded tensor that is not is left out (it only feeds the diagnosis)."""
+    import numpy as np
+
     if not reply.outputs:
         return {}
-    if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_OUTPUTS_BYTES:
-        return "the check's process left no readable outputs file"
-    outputs = {}
     try:
-        with safe_open(str(path), "np") as handle:
-            keys = set(handle.keys())
-            for case in reply.outputs:
-                key = wire.OUTPUT.format(case=case)
-                if key not in keys:
-                    return f"the check's process gave no output for {case}"
-                outputs[key] = handle.get_tensor(key)
-            for key in keys - set(outputs):
-                with contextlib.suppress(Exception):
-                    outputs[key] = handle.get_tensor(key)
-    except Exception as error:  # a damaged or forged file, or a dtype NumPy has not
-        return wire.clean_text(f"the check's outputs cannot be read ({type(error).__name__}: {error})", 300)
+        handle = wire.open_left(scratch / wire.OUTPUTS_FILE)
+    except OSError:
+        return "the check's process left no readable outputs file"
+    with handle:
+        index = wire.outputs_index(handle)
+        if isinstance(index, wire.BadReply):
+            return index.reason
+        tensors = index.tensors
+        required = {wire.OUTPUT.format(case=case): case for case in reply.outputs}
+        for key, case in required.items():
+            if key not in tensors:
+                return f"the check's process gave no output for {case}"
+            if tensors[key].numpy_dtype is None:
+                return f"the check's output for {case} is {tensors[key].dtype}, a dtype NumPy cannot read"
+        needed = sum(tensors[key].nbytes for key in required)
+        if needed > limit:
+            return f"the check's outputs hold {needed / 2**20:.4g} MB, more than the {limit / 2**20:.4g} MB allowed"
+        outputs, budget = {}, limit
+        for key in [*required, *(key for key in tensors if key not in required)]:  # the cases' outputs first
+            entry = tensors[key]
+            if entry.numpy_dtype is None or entry.nbytes > budget:
+                continue
+            value = np.empty(entry.shape, entry.numpy_dtype)
+            handle.seek(index.data_start + entry.data_offsets[0])
+            if handle.readinto(value.reshape(-1).view(np.uint8)) != entry.nbytes:
+                return "the check's outputs file ended early"
+            outputs[key], budget = value, budget - entry.nbytes
     return outputs
 
 
@@ -294,8 +327,9 @@ class Lane:
         scratch.mkdir(mode=0o700)
         request = request_for(package, check, reference, scratch, self.limits)
         try:
-            answer = self._ask(request)
-            return self._outcome(answer, scratch, request, answer.seconds)
+            with scratch_filesystem(scratch):
+                answer = self._ask(request)
+                return self._outcome(answer, scratch, request, answer.seconds)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -315,11 +349,11 @@ class Lane:
         except WorkerGone:
             answer = wire.WorkerAnswer("crashed", worker.exit_reason())
             self.close()
-        return TimedAnswer(answer.ending, answer.reason, time.monotonic() - started)
+        return TimedAnswer(**asdict(answer), seconds=time.monotonic() - started)
 
     def _outcome(self, answer: wire.WorkerAnswer, scratch: Path, request: wire.Request, seconds: float) -> Outcome:
         outcome = self._answered(answer, scratch, request, seconds)
-        outcome.printed = read_printed(scratch)  # shown with the check whatever its ending: a crash's last words too
+        outcome.printed = printed_lines(answer)  # shown with the check whatever its ending: a crash's last words too
         return outcome
 
     def _answered(self, answer: wire.WorkerAnswer, scratch: Path, request: wire.Request, seconds: float) -> Outcome:

@@ -230,13 +230,17 @@ def raised_on(evidence: Evidence) -> str:
 
 
 def modified_input(evidence: Evidence, case: str) -> bool:
-    outputs = evidence.outcome.outputs
+    """Whether an input came back changed; only a check that watches its inputs has them (any other
+    `arg_after` in the outputs is the learner's process's invention)."""
+    outputs, inputs = evidence.outcome.outputs, evidence.inputs
     pairs = [
         (wire.ARG.format(case=case, i=i), wire.ARG_AFTER.format(case=case, i=i))
         for i in range(evidence.cases[case].args)
     ]
     return any(
-        modified_in_place(evidence.inputs[before], outputs[after]) for before, after in pairs if after in outputs
+        modified_in_place(inputs[before], outputs[after])
+        for before, after in pairs
+        if before in inputs and after in outputs
     )
 
 

@@ -3,28 +3,33 @@
 A leaf module shared by every process (no torch, no numpy). The grader writes a `Request` as one
 JSON line; the check's process writes its reply as JSON into its scratch directory, and its
 tensors as `outputs.safetensors` beside it. The learner's code runs in that process and may have
-written anything there, so the grader reads every reply through `parse_reply`, which never
-raises: a reply that is not what it should be is a `BadReply` with a one-line reason.
+written anything there (a link, a directory, a FIFO, a file with a forged header), so the grader
+opens what it left through `open_left`, reads every reply through `parse_reply` and the outputs
+file's header through `outputs_index` before any tensor; none of them raises on what it reads:
+what is not what it should be is a `BadReply` with a one-line reason.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import re
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, BinaryIO, Literal
 
-from pydantic import AfterValidator, TypeAdapter, ValidationError
+from pydantic import AfterValidator, NonNegativeInt, TypeAdapter, ValidationError
 
 # What a check's process says about its run. "timeout", "crashed" and "memory" are never in a
 # reply: the fork server and the grader decide them from the process's end.
 Status = Literal["ran", "todo", "error", "weights", "forbidden"]
 Ending = Literal["answered", "timeout", "crashed", "memory"]
-REPLY_FILE, OUTPUTS_FILE, PRINTED_FILE = "reply.json", "outputs.safetensors", "printed.txt"
+REPLY_FILE, OUTPUTS_FILE = "reply.json", "outputs.safetensors"
 READY = "ready"  # the worker's first line: torch is imported, so a check's time starts with its request
-MAX_REPLY_BYTES = 8 * 2**20
+MAX_REPLY_BYTES = 8 * 2**20  # of the reply, and of the outputs file's header
 MAX_TEXT = 2000  # characters of one message from the learner's side
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -196,9 +201,7 @@ def parse_reply(raw: bytes, cases: list[CaseSpec]) -> Reply | BadReply:
     try:
         reply = REPLY.validate_python(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the reply"
-        return BadReply(clean_text(f"the check's reply is malformed ({where}: {first['msg']})", 300))
+        return BadReply(malformed("the check's reply", error))
     names = [case.name for case in cases]
     if reply.outputs != names[: len(reply.outputs)]:
         return BadReply("the check's reply names outputs that were not asked for")
@@ -207,25 +210,133 @@ def parse_reply(raw: bytes, cases: list[CaseSpec]) -> Reply | BadReply:
     return reply
 
 
+def malformed(what: str, error: ValidationError) -> str:
+    """One line naming the first field that is wrong; never the value, which may be anything."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the whole"
+    return clean_text(f"{what} is malformed ({where}: {first['msg']})", 300)
+
+
+class NotRegular(OSError):
+    """What the check's process left under a file's name is a directory, a FIFO, a socket or a device."""
+
+
+def open_left(path: Path) -> BinaryIO:
+    """A file the check's process left, open for reading: a link is never followed, a FIFO never
+    blocked on. Raises FileNotFoundError when there is none, NotRegular (or another OSError) when
+    what is there is no regular file."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    handle = os.fdopen(os.open(path, flags), "rb")
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise NotRegular(f"{path.name} is not a regular file")
+    return handle
+
+
 def read_reply(scratch: Path, cases: list[CaseSpec]) -> Reply | BadReply:
     """The reply file of a check's scratch directory: a regular file (never a link), of bounded size."""
     try:
-        fd = os.open(scratch / REPLY_FILE, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+        with open_left(scratch / REPLY_FILE) as handle:
+            raw = handle.read(MAX_REPLY_BYTES + 1)
+    except FileNotFoundError:
         return BadReply("the check's process ended without a reply")
-    with os.fdopen(fd, "rb") as handle:
-        raw = handle.read(MAX_REPLY_BYTES + 1)
+    except OSError:  # a directory, a FIFO, a link, a socket
+        return BadReply(f"the check's process left something other than a file as {REPLY_FILE}")
     if len(raw) > MAX_REPLY_BYTES:
         return BadReply(f"the check's reply is larger than {MAX_REPLY_BYTES // 2**20} MB")
     return parse_reply(raw, cases)
 
 
+# --- the outputs file ---------------------------------------------------------------------------
+# safetensors' format: 8 bytes (little-endian) giving the header's length, the header (JSON: each
+# tensor's dtype, shape and byte range in the data after it), the data. Checked here, before any
+# tensor is read, so that no forged header makes the grader read more than it means to.
+
+# safetensors' dtype -> (NumPy's name for it, or None where NumPy has none; bytes per element)
+DTYPES = {
+    "F64": ("<f8", 8),
+    "F32": ("<f4", 4),
+    "F16": ("<f2", 2),
+    "BF16": (None, 2),
+    "F8_E4M3": (None, 1),
+    "F8_E5M2": (None, 1),
+    "I64": ("<i8", 8),
+    "I32": ("<i4", 4),
+    "I16": ("<i2", 2),
+    "I8": ("i1", 1),
+    "U64": ("<u8", 8),
+    "U32": ("<u4", 4),
+    "U16": ("<u2", 2),
+    "U8": ("u1", 1),
+    "BOOL": ("?", 1),
+}
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor of an outputs file, as its header describes it."""
+
+    dtype: Literal[tuple(DTYPES)]  # type: ignore[valid-type]
+    shape: list[NonNegativeInt]
+    data_offsets: tuple[NonNegativeInt, NonNegativeInt]  # its bytes, from the end of the header
+
+    @property
+    def nbytes(self) -> int:
+        return self.data_offsets[1] - self.data_offsets[0]
+
+    @property
+    def numpy_dtype(self) -> str | None:
+        return DTYPES[self.dtype][0]
+
+
+HEADER = TypeAdapter(dict[str, TensorEntry])
+
+
+@dataclass(frozen=True)
+class OutputsIndex:
+    tensors: dict[str, TensorEntry]
+    data_start: int  # where the data begins in the file: `data_offsets` count from here
+
+
+def outputs_index(handle: BinaryIO) -> OutputsIndex | BadReply:
+    """Every tensor of an outputs file, from its header alone: a bounded header, known dtypes, and
+    byte ranges that match their shapes, lie inside the file and do not overlap."""
+    size = os.fstat(handle.fileno()).st_size
+    length = int.from_bytes(handle.read(8), "little")
+    if size < 8 or length > min(MAX_REPLY_BYTES, size - 8):
+        return BadReply("the check's outputs file has no readable header")
+    try:
+        data = json.loads(handle.read(length))
+    except (ValueError, RecursionError):
+        return BadReply("the check's outputs file has a header that is not JSON")
+    if isinstance(data, dict):
+        data.pop("__metadata__", None)
+    try:
+        tensors = HEADER.validate_python(data)
+    except ValidationError as error:
+        return BadReply(malformed("the check's outputs file", error))
+    data_bytes = size - 8 - length
+    for name, entry in tensors.items():
+        begin, end = entry.data_offsets
+        if not begin <= end <= data_bytes or entry.nbytes != math.prod(entry.shape) * DTYPES[entry.dtype][1]:
+            return BadReply(
+                clean_text(f"the check's outputs file is malformed ({name}: its bytes and shape disagree)", 300)
+            )
+    spans = sorted(entry.data_offsets for entry in tensors.values() if entry.nbytes)
+    if any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans)):
+        return BadReply("the check's outputs file is malformed (two tensors share bytes)")
+    return OutputsIndex(tensors, 8 + length)
+
+
 @dataclass(frozen=True)
 class WorkerAnswer:
-    """What the fork server says about one check's process once it has ended."""
+    """What the fork server says about one check's process once it has ended, with the start of what
+    its processes printed (lines cleaned by the grader) and how many bytes of it were not kept."""
 
     ending: Ending
     reason: Text = ""
+    printed: str = ""
+    printed_beyond: NonNegativeInt = 0
 
 
 WORKER_ANSWER = TypeAdapter(WorkerAnswer)

@@ -30,18 +30,33 @@ LOGPROB_TOLERANCE = Tolerance(atol=1e-4, rtol=0.0)
 
 
 Beam = tuple[int, float, tuple[int, ...]]  # group, log-prob sum, token ids
+SHOWN_BEAMS = 8  # of a list of beams a message shows
+UNREADABLE = "the beams are not rows of [group, log-prob sum, whole-number token ids]"
+SLACK = 64  # beams may hold this many times the values expected: a wrong number of beams, or longer ones
 
 
-def parse_beams(rows) -> list[Beam]:
+def parse_beams(rows) -> list[Beam] | None:
+    """The beams of `grader.drivers.beam_rows`'s rows; None when they are not such rows (the driver runs
+    in the learner's process). A log-prob sum may be anything, -inf for a banned token included."""
     rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    if rows.ndim != 2 or rows.shape[1] < 2:
+        return None
+    ids = np.delete(rows, 1, axis=1)
+    if not (np.isfinite(ids) & (ids == np.round(ids))).all():
+        return None
     return [(int(row[0]), float(row[1]), tuple(int(t) for t in row[2:] if t != PADDING)) for row in rows]
 
 
+def token_text(token: int) -> str:
+    return BEAM_VOCABULARY[token] if 0 <= token < len(BEAM_VOCABULARY) else f"<{token}>"
+
+
 def show(beams: list[Beam]) -> str:
-    return (
-        ", ".join(f"{''.join(BEAM_VOCABULARY[t] for t in tokens)!r} ({logprob:.3f})" for _, logprob, tokens in beams)
-        or "none"
-    )
+    shown = [
+        f"{''.join(token_text(t) for t in tokens)!r} ({logprob:.3f})" for _, logprob, tokens in beams[:SHOWN_BEAMS]
+    ]
+    more = [f"{len(beams) - SHOWN_BEAMS} more"] if len(beams) > SHOWN_BEAMS else []
+    return ", ".join(shown + more) or "none"
 
 
 def matching(actual: list[Beam], expected: list[Beam], tolerance: Tolerance) -> bool:
@@ -55,23 +70,39 @@ def by_tokens(beams: list[Beam]) -> list[Beam]:
     return sorted(beams, key=lambda beam: (beam[0], beam[2]))
 
 
-def same_beams_any_order(actual, expected, tolerance: Tolerance) -> CaseComparison:
-    got, want = by_tokens(parse_beams(actual)), by_tokens(parse_beams(expected))
+def compared_beams(actual, expected, tolerance: Tolerance, order, describe) -> CaseComparison:
+    """The beams, each list put in `order`, equal within tolerance; else `describe(got, want)`."""
+    if np.size(actual) > SLACK * max(np.size(expected), 1):
+        return CaseComparison(False, f"the beams hold {np.size(actual)} values, where {np.size(expected)} are expected")
+    got, want = parse_beams(actual), parse_beams(expected)
+    if got is None or want is None:
+        return CaseComparison(False, UNREADABLE)
+    got, want = order(got), order(want)
     ok = matching(got, want, tolerance)
-    return CaseComparison(ok, "" if ok else f"the beams are {show(got)}; expected {show(want)}")
+    return CaseComparison(ok, "" if ok else describe(got, want))
+
+
+def same_beams_any_order(actual, expected, tolerance: Tolerance) -> CaseComparison:
+    return compared_beams(
+        actual, expected, tolerance, by_tokens, lambda got, want: f"the beams are {show(got)}; expected {show(want)}"
+    )
 
 
 def same_beams_in_order(actual, expected, tolerance: Tolerance) -> CaseComparison:
-    got, want = parse_beams(actual), parse_beams(expected)
-    ok = matching(got, want, tolerance)
-    return CaseComparison(ok, "" if ok else f"the result is {show(got)}; expected {show(want)}, best first")
+    return compared_beams(
+        actual,
+        expected,
+        tolerance,
+        list,
+        lambda got, want: f"the result is {show(got)}; expected {show(want)}, best first",
+    )
 
 
 def filtered_beams(actual, expected, tolerance: Tolerance) -> CaseComparison:
     """Continuing beams (group 0) then finished ones (group 1), each best first."""
-    got, want = parse_beams(actual), parse_beams(expected)
-    ok = matching(got, want, tolerance)
-    return CaseComparison(ok, "" if ok else f"{show_groups(got)}; expected {show_groups(want)}")
+    return compared_beams(
+        actual, expected, tolerance, list, lambda got, want: f"{show_groups(got)}; expected {show_groups(want)}"
+    )
 
 
 def show_groups(beams: list[Beam]) -> str:

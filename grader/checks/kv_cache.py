@@ -30,7 +30,7 @@ def cached_model_output(actual, expected, tolerance: Tolerance) -> CaseCompariso
     result = close(actual, expected, tolerance)
     if not result.ok and result.actual_shape == result.expected_shape:
         actual = np.asarray(actual, dtype=np.float64)
-        wrong = np.abs(actual - expected) > tolerance.atol + tolerance.rtol * np.abs(expected)
+        wrong = ~(np.abs(actual - expected) <= tolerance.atol + tolerance.rtol * np.abs(expected))  # NaN: wrong
         position = int(np.flatnonzero(wrong.any(axis=(0, 2)))[0])
         message = f"the logits first differ at position {position} (max abs diff {result.max_abs_diff:.3g})"
         return replace(result, message=message)

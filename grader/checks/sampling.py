@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..compare import CaseComparison
-from ..drivers import END_OF_TEXT, tensor_text, text_tensor
+from ..drivers import END_OF_TEXT, text_tensor
 from . import Case, Check, Target, Tolerance, on_stand_ins
 
 if TYPE_CHECKING:
@@ -98,12 +98,25 @@ def frequency_bound(support: int, draws: float) -> float:
     return math.sqrt(math.log(2 * support / FALSE_FAILURE_PER_CASE) / (2 * draws))
 
 
+def counts_problem(counts: np.ndarray) -> str | None:
+    """Why these cannot be the counts of DRAWS draws, or None. The draw driver counts in the learner's
+    process, whose code may have replaced it: NaN or zero counts would otherwise compare as no deviation."""
+    if not (np.isfinite(counts) & (counts >= 0) & (counts == np.round(counts))).all():
+        return "the counts are not whole numbers of draws"
+    if counts.sum() != DRAWS:
+        return f"the counts add up to {counts.sum():.0f} draws, not {DRAWS}"
+    return None
+
+
 def frequencies(actual, expected, tolerance: Tolerance) -> CaseComparison:
     """Counts of draws against exact probabilities; see the module's docstring for the bound."""
     counts, probabilities = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
     shapes = _shapes(counts, probabilities)
     if counts.shape != probabilities.shape:
         return CaseComparison(False, f"counts of shape {counts.shape}, expected {probabilities.shape}", **shapes)
+    problem = counts_problem(counts)
+    if problem:
+        return CaseComparison(False, problem, **shapes)
     draws = counts.sum()
     observed = counts / draws
     deviation = np.abs(observed - probabilities)
@@ -127,10 +140,30 @@ def frequencies(actual, expected, tolerance: Tolerance) -> CaseComparison:
     return CaseComparison(True, "", float(deviation[token]), 1.0, **shapes)
 
 
+SHOWN_TEXT = 200  # characters of a text a message quotes
+
+
+def text_bytes(data: np.ndarray) -> bytes | None:
+    """The bytes of a text tensor (see `grader.drivers.text_tensor`), zero padding at its end left
+    out; None when it is no such tensor."""
+    if data.dtype != np.uint8 or data.ndim != 1:
+        return None
+    return data.tobytes().rstrip(b"\0")
+
+
+def quoted(text: bytes) -> str:
+    """The text as a message quotes it: any bytes, decoded as far as they are UTF-8, at most SHOWN_TEXT characters."""
+    decoded = text.decode("utf-8", errors="replace")
+    return repr(decoded[:SHOWN_TEXT]) + ("\u2026" if len(decoded) > SHOWN_TEXT else "")
+
+
 def same_text(actual, expected, tolerance: Tolerance) -> CaseComparison:
-    actual_text, expected_text = tensor_text(np.asarray(actual)), tensor_text(np.asarray(expected))
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    actual_text, expected_text = text_bytes(actual), text_bytes(expected)
+    if actual_text is None:
+        return CaseComparison(False, f"the text came back as {actual.dtype} values of shape {actual.shape}, not bytes")
     ok = actual_text == expected_text
-    return CaseComparison(ok, "" if ok else f"the text is {actual_text!r}, expected {expected_text!r}")
+    return CaseComparison(ok, "" if ok else f"the text is {quoted(actual_text)}, expected {quoted(expected_text)}")
 
 
 # --- first principles: what a right (or a known wrong) sampler gives ----------------------------

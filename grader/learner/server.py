@@ -1,18 +1,28 @@
-"""The fork server: one confined fork per check, supervised for time and memory; or checks in turn, unforked."""
+"""The fork server: one confined fork per check, supervised for time and memory; or checks in turn, unforked.
+
+A forked check runs in a cgroup of its own where the fork server can make one (`grader.cgroup`): the
+kernel counts and caps its memory and tasks. Elsewhere its address space is capped and its resident
+memory polled. Either way what it prints goes through a pipe to the fork server, which keeps the
+first MAX_PRINTED_BYTES and counts the rest, and each file it writes is capped at CHECK_FILE_BYTES.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import json
 import os
+import shutil
 import signal
 import sys
 import time
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from .. import sandbox, wire
+from ..cgroup import CheckGroup
 from ..paths import REPO_ROOT
 from ..wire import Request
 from .cases import failure_reply, run_request
@@ -23,6 +33,16 @@ from .weights import WeightsFile
 # What the code a driver runs imports on first use, beyond the driver itself: torch.optim's first
 # optimizer imports torch._dynamo, about 2 s, in each training check that makes one.
 DRIVER_IMPORTS = {"grader.drivers.training": ("torch._dynamo",)}
+POLL_SECONDS = 0.1  # how often the fork server looks at a running check's time and memory
+MAX_PRINTED_BYTES = 64 * 1024  # of what a check prints, kept for the report (which shows a few lines)
+READ_BYTES = 64 * 1024  # one pipeful
+CHECK_FILE_BYTES = 512 * 2**20  # RLIMIT_FSIZE: twice what the grader reads of a check's outputs
+# RLIMIT_NOFILE: a solution's check holds fewer than 10 descriptors. Unix socket buffers are charged to no
+# cgroup v1, so this bounds them: each socket queues at most twice net.core.wmem_max (212 KB by default),
+# and the sockets in flight in SCM_RIGHTS messages count against the same limit: at most 2 x 64 sockets,
+# queueing at most 2 x 64 x 2 x wmem_max bytes (about 54 MB; 1 GB where wmem_max is raised to 4 MB).
+CHECK_DESCRIPTORS = 64
+_check_numbers = itertools.count()
 
 
 def run_check(request: Request, forked: bool) -> None:
@@ -49,7 +69,21 @@ def run_check(request: Request, forked: bool) -> None:
             reply = run_request(package, request, weights, inputs)
     except BaseException as error:
         reply = failure_reply(error, package_path)
-    (scratch / wire.REPLY_FILE).write_text(json.dumps(reply))
+    write_reply(scratch, json.dumps(reply))
+
+
+def write_reply(scratch: Path, reply: str) -> None:
+    """The reply into the scratch; where the learner's code filled it (ENOSPC), emptied first, so that
+    the check's error still gets through."""
+    try:
+        (scratch / wire.REPLY_FILE).write_text(reply)
+    except OSError:
+        for entry in scratch.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        (scratch / wire.REPLY_FILE).write_text(reply)
 
 
 def limit_memory(extra_bytes: int) -> int:
@@ -73,47 +107,120 @@ def use_scratch_for_temporary_files(scratch: Path) -> None:
     tempfile.tempdir = str(scratch)
 
 
-def check_process(request: Request, answer_fd: int) -> None:
-    """The forked child: its own output file, the memory cap, the sandbox, the check; never returns."""
+def limit_files() -> None:
+    """Cap the size of each file the check's processes write and the descriptors each may hold (see the
+    constants); Python ignores SIGXFSZ, so a write past the cap is an OSError (EFBIG) in the check."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (CHECK_FILE_BYTES, CHECK_FILE_BYTES))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (CHECK_DESCRIPTORS, CHECK_DESCRIPTORS))
+
+
+class PrintedOutput:
+    """What a check's processes print, through a pipe the fork server drains: the first MAX_PRINTED_BYTES
+    kept, the rest only counted, so that nothing they print reaches the disk or the fork server's memory."""
+
+    def __init__(self):
+        self.fd, self.write_end = os.pipe()
+        os.set_blocking(self.fd, False)
+        self.kept, self.beyond, self.open = bytearray(), 0, True
+
+    def pending(self) -> list[int]:
+        return [self.fd] if self.open else []
+
+    def read(self, pipefuls: int = 16) -> bool:
+        """Read what is there, at most `pipefuls` of it (a check printing without end still leaves the
+        fork server its deadline to keep); whether more may be there."""
+        for _ in range(pipefuls):
+            try:
+                data = os.read(self.fd, READ_BYTES)
+            except BlockingIOError:
+                return False
+            if not data:
+                self.open = False
+                return False
+            room = MAX_PRINTED_BYTES - len(self.kept)
+            self.kept += data[:room]
+            self.beyond += max(0, len(data) - room)
+        return True
+
+    def close(self) -> None:
+        """Read what the check's ended processes left in the pipe, then close it."""
+        while self.open and self.read():
+            pass
+        os.close(self.fd)
+
+    def answered(self, answer: wire.WorkerAnswer) -> wire.WorkerAnswer:
+        return replace(answer, printed=self.kept.decode("utf-8", errors="replace"), printed_beyond=self.beyond)
+
+
+def check_process(request: Request, answer_fd: int, printed: PrintedOutput, group: CheckGroup | None) -> None:
+    """The forked child: into its group, its output into the pipe, the caps, the sandbox, the check; never returns."""
     try:
+        if group is not None:
+            group.join()  # first: everything the check allocates from here on is charged to its group
         os.close(answer_fd)  # the fork server's own channel to the grader
-        printed = os.open(Path(request.scratch) / wire.PRINTED_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.close(printed.fd)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(printed, 1)
-        os.dup2(printed, 2)
+        os.dup2(printed.write_end, 1)
+        os.dup2(printed.write_end, 2)
+        os.close(printed.write_end)
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
+        limit_files()
         use_scratch_for_temporary_files(Path(request.scratch))
         run_check(request, forked=True)
     finally:
         os._exit(0)
 
 
-def supervise(pid: int, request: Request) -> wire.WorkerAnswer:
-    """Wait for the check's process to end, within its time and memory; then end all it started."""
+def supervise(pid: int, request: Request, printed: PrintedOutput, group: CheckGroup | None) -> wire.WorkerAnswer:
+    """Wait for the check's process to end, within its time and memory, reading what it prints; then
+    end all it started."""
     import select
 
     deadline = time.monotonic() + request.timeout
     pidfd = os.pidfd_open(pid)
-    baseline = anonymous_memory(os.getpid())
+    over_memory = memory_watch(pid, request.memory_bytes, group)
+    next_look = time.monotonic() + POLL_SECONDS
     answer = None
     try:
         while answer is None:
-            if select.select([pidfd], [], [], 0.1)[0]:
+            ready = select.select([pidfd, *printed.pending()], [], [], POLL_SECONDS)[0]
+            if printed.fd in ready:
+                printed.read()
+            if pidfd in ready:
                 _, status = os.waitpid(pid, 0)
-                answer = (
-                    wire.WorkerAnswer("answered") if status == 0 else wire.WorkerAnswer("crashed", exit_reason(status))
-                )
+                answer = memory_answer(request) if over_memory() else ended_answer(status)
             elif time.monotonic() > deadline:
                 answer = wire.WorkerAnswer("timeout", f"no answer within {request.timeout:g} s (an infinite loop?)")
-            elif request.memory_bytes and tree_memory(pid, baseline) > baseline + request.memory_bytes:
-                answer = wire.WorkerAnswer(
-                    "memory", f"the check's processes used more than {request.memory_bytes / 2**30:g} GB"
-                )
+            elif time.monotonic() >= next_look:
+                next_look = time.monotonic() + POLL_SECONDS
+                answer = memory_answer(request) if over_memory() else None
     finally:
         os.close(pidfd)
         sandbox.end_descendants()
-    return answer
+        printed.close()
+    return printed.answered(answer)
+
+
+def ended_answer(status: int) -> wire.WorkerAnswer:
+    return wire.WorkerAnswer("answered") if status == 0 else wire.WorkerAnswer("crashed", exit_reason(status))
+
+
+def memory_answer(request: Request) -> wire.WorkerAnswer:
+    return wire.WorkerAnswer("memory", f"the check's processes used more than {request.memory_bytes / 2**30:g} GB")
+
+
+def memory_watch(pid: int, memory_bytes: int, group: CheckGroup | None) -> Callable[[], bool]:
+    """Whether the check's processes have gone over their memory: the kernel's word where the check
+    has a group of its own, else their resident memory, polled."""
+    if not memory_bytes:
+        return lambda: False
+    if group is not None:
+        return group.ran_out_of_memory
+    baseline = anonymous_memory(os.getpid())
+    return lambda: tree_memory(pid, baseline) > baseline + memory_bytes
 
 
 def anonymous_memory(pid: int) -> int:
@@ -157,10 +264,17 @@ def run_one(request: Request, answer_fd: int) -> wire.WorkerAnswer:
         return wire.WorkerAnswer("answered")
     if request.sandbox:
         sandbox.allow_lists(Path(request.package).resolve())  # worked out here, once per package
-    pid = os.fork()
-    if pid == 0:
-        check_process(request, answer_fd)
-    return supervise(pid, request)
+    group = CheckGroup.make(next(_check_numbers), request.memory_bytes, sandbox.CHECK_PROCESSES)
+    printed = PrintedOutput()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            check_process(request, answer_fd, printed, group)
+        os.close(printed.write_end)
+        return supervise(pid, request, printed, group)
+    finally:
+        if group is not None:
+            group.remove()
 
 
 def preload() -> None:
