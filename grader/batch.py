@@ -147,6 +147,11 @@ def kill_group(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def submission_time_limit(checks: Sequence, timeout: float) -> float:
+    """Seconds one submission's grading may take: every check's limit, plus two minutes for the rest."""
+    return sum(max(timeout, check.min_timeout or 0) for check in checks) + 120
+
+
 def own_mount_namespace() -> list[str]:
     """As root on Linux, the prefix that runs a grading in a mount namespace of its own (util-linux's
     unshare, private propagation): the tmpfs each check's scratch is mounted on ends with the grading,
@@ -323,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     results_dir = args.results or args.csv.with_name(f"{args.csv.stem}-results")
     results_dir.mkdir(parents=True, exist_ok=True)
     max_score = sum(check.points for check in checks)
-    submission_timeout = args.submission_timeout or sum(max(args.timeout, c.min_timeout or 0) for c in checks) + 120
+    submission_timeout = args.submission_timeout or submission_time_limit(checks, args.timeout)
     sandbox_flags = ("--require-sandbox",) if args.require_sandbox else ()
     options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout, sandbox_flags)
 

@@ -375,7 +375,7 @@ def checks_points(result: Submission) -> dict[str, int]:
 def grade_packages(learners: list[Path], checks: list, args: argparse.Namespace) -> list[Submission]:
     """Each `learner/exercises/` graded as grader.batch grades a checkout: by `grade` in a process group
     of its own, the sandbox required wherever this machine has one."""
-    from .batch import Options, grade_all
+    from .batch import Options, grade_all, submission_time_limit
     from .refcache import ensure_reference
     from .sandbox import status
 
@@ -389,9 +389,9 @@ def grade_packages(learners: list[Path], checks: list, args: argparse.Namespace)
     if not confinement.on:
         say(f"notebooks: grading without the sandbox, so learner code can read the answers: {confinement.describe()}")
     max_score = sum(check.points for check in checks)
-    submission_timeout = sum(max(args.timeout, check.min_timeout or 0) for check in checks) + 120  # as batch's
     sandbox_flags = ("--require-sandbox",) if confinement.on else ()
-    options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout, sandbox_flags)
+    time_limit = submission_time_limit(checks, args.timeout)
+    options = Options(tuple(args.checks), reference.kind, args.timeout, time_limit, sandbox_flags)
     return grade_all(
         learners,
         checks,
