@@ -3,8 +3,10 @@ anything for it, and the classmate gets the grade it gets alone.
 
 The hostile submission's Attention.forward first fills its own scratch (64 MB, which is its own to
 fill), then tries to leave a file in the batch's temporary directory, where every submission's scratch
-lives, and to read the classmate's copy there. Confined, both are refused and its check errors;
-unconfined (the control), both get through and the correct code after them passes.
+lives, and to read the classmate's copy there. Confined, both are refused and its check errors.
+Unconfined (the control) the file is left and the correct code after it passes; the classmate's copy
+is read there only when the two gradings overlap in time, which a loaded machine does not promise,
+so the control asserts the file alone.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def reach_beside(shared):
             time.sleep(0.1)
     except OSError:
         pass
-    if reached != ["left a file", "read a classmate"]:
+    if "left a file" not in reached:
         raise RuntimeError(f"reached {{reached}}")
 '''
 
