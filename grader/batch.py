@@ -147,6 +147,21 @@ def kill_group(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def add_grading_options(p, graded: str) -> None:
+    """The options batch and the notebooks' grades share: the reference, the jobs and each check's time limit."""
+    p.add_argument(
+        "--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)"
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help=f"{graded} graded at once (default: the number of cores)",
+    )
+    add_timeout_option(p)
+
+
 def submission_time_limit(checks: Sequence, timeout: float) -> float:
     """Seconds one submission's grading may take: every check's limit, plus two minutes for the rest."""
     return sum(max(timeout, check.min_timeout or 0) for check in checks) + 120
@@ -269,17 +284,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where to write one JSON result per submission (default: next to the CSV, FILE-results/)",
     )
-    p.add_argument(
-        "--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)"
-    )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=os.cpu_count() or 1,
-        metavar="N",
-        help="submissions graded at once (default: the number of cores)",
-    )
-    add_timeout_option(p)
+    add_grading_options(p, "submissions")
     p.add_argument(
         "--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (as grade)"
     )

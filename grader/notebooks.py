@@ -28,7 +28,6 @@ import ast
 import csv
 import hashlib
 import importlib
-import os
 import shutil
 import stat
 import sys
@@ -37,7 +36,7 @@ import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cli import add_timeout_option, tool_parser
+from .cli import tool_parser
 from .paths import REPO_ROOT
 
 if TYPE_CHECKING:
@@ -506,6 +505,8 @@ def record_grades(args: argparse.Namespace) -> int:
 
 
 def grade_parser() -> argparse.ArgumentParser:
+    from .batch import add_grading_options
+
     p = tool_parser("grader.notebooks grade", record_grades.__doc__ or "")
     p.add_argument(
         "submitted",
@@ -519,17 +520,7 @@ def grade_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--db", metavar="URL", help="nbgrader's gradebook to record the grades in, e.g. sqlite:///gradebook.db"
     )
-    p.add_argument(
-        "--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)"
-    )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=os.cpu_count() or 1,
-        metavar="N",
-        help="learners graded at once (default: the number of cores)",
-    )
-    add_timeout_option(p)
+    add_grading_options(p, "learners")
     return p
 
 
