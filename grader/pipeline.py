@@ -41,7 +41,7 @@ def grade_package(
 
     The reference entry is sealed before any learner code runs and verified before judging.
     """
-    seal = Seal(reference)
+    seal = Seal(reference, [check.id for check in checks])
     if processes is None:
         with LearnerProcesses(limits or Limits()) as own:
             limits, outcomes = own.limits, own.run(package, list(checks), reference)

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +29,10 @@ from .paths import cache_root
 
 GRADER_DIR = Path(__file__).resolve().parent
 PROGRESS_PREFIX = "[reference] "  # marks the builder's progress lines: "[reference] 0.300 message"
-VERIFIED_FILE = "verified.json"  # which files an earlier run hashed, by their stat; read only where unconfined
+TENSOR_DIGESTED = ("weights.safetensors", "expected.safetensors")  # the large files, digested tensor by tensor
+MAX_HEADER_BYTES = 64 << 20
+HASH_CHUNK_BYTES = 8 << 20
+VERIFIED_FILE = "verified.json"  # the parts an earlier run hashed, by their file's stat; read only where unconfined
 ENTRY_FILES = (
     "weights.safetensors",
     "expected.safetensors",
@@ -51,7 +54,7 @@ class ReferenceData:
     meta: dict
     fallback_reason: str | None = None
     owner: object = None  # keeps a temporary cache directory alive as long as this entry
-    verified: dict = field(default_factory=dict, compare=False)  # path -> the stat of its file when its digest matched
+    verified: dict = field(default_factory=dict, compare=False)  # part -> the stat of its file when its digest matched
 
     @property
     def weights_path(self) -> Path:
@@ -110,8 +113,83 @@ def file_digest(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def file_digests(directory: Path) -> dict[str, str]:
-    return {str(path.relative_to(directory)): file_digest(path) for path in digested_files(directory)}
+def entry_digests(directory: Path) -> dict[str, str]:
+    """A digest of every file of an entry but meta.json; those in TENSOR_DIGESTED by part, so that a grading
+    hashes only what its checks read: `file:` names its header, `file:key` each tensor's bytes."""
+    digests = {}
+    for path in digested_files(directory):
+        name = str(path.relative_to(directory))
+        if name not in TENSOR_DIGESTED:
+            digests[name] = file_digest(path)
+            continue
+        with open(path, "rb") as handle:
+            header, spans = safetensors_layout(handle)
+            digests[f"{name}:"] = hashlib.sha256(header).hexdigest()
+            digests |= {f"{name}:{key}": span_digest(handle, span) for key, span in spans.items()}
+    return digests
+
+
+def safetensors_layout(handle) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    """A safetensors file's header bytes and where each tensor's bytes lie in the file; raises ValueError
+    for a header that cannot be one (a header is read before it is verified)."""
+    size_field = handle.read(8)
+    size = int.from_bytes(size_field, "little") if len(size_field) == 8 else -1
+    if not 0 < size <= min(MAX_HEADER_BYTES, os.fstat(handle.fileno()).st_size - 8):
+        raise ValueError("not a safetensors header")
+    body = handle.read(size)
+    entries = json.loads(body)
+    start = 8 + size
+    spans = {
+        key: (start + entry["data_offsets"][0], start + entry["data_offsets"][1])
+        for key, entry in entries.items()
+        if key != "__metadata__"
+    }
+    return size_field + body, spans
+
+
+def span_digest(handle, span: tuple[int, int]) -> str:
+    digest, (position, end) = hashlib.sha256(), span
+    while position < end:
+        chunk = os.pread(handle.fileno(), min(HASH_CHUNK_BYTES, end - position), position)
+        if not chunk:
+            break  # past the end of the file: the digest cannot match
+        digest.update(chunk)
+        position += len(chunk)
+    return digest.hexdigest()
+
+
+def part_digest(directory: Path, name: str) -> str | None:
+    """The digest of one part `entry_digests` names, as the files are now; None when it cannot be read."""
+    file, split, key = name.partition(":")
+    try:
+        if not split:
+            return file_digest(directory / file)
+        with open(directory / file, "rb") as handle:
+            header, spans = safetensors_layout(handle)
+            return hashlib.sha256(header).hexdigest() if not key else span_digest(handle, spans[key])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def parts_read(data: ReferenceData, check_ids: Sequence[str] | None) -> list[str]:
+    """The parts (digest names) a grading of these checks reads: the vocabulary, their inputs, their expected
+    tensors and the weights their cases load; every part when `check_ids` is None."""
+    names = list(data.meta["digests"])
+    if check_ids is None:
+        return names
+    prefixes = [case.weights for check in check_ids for case in data.cases(check) if case.weights is not None]
+    expected = tuple(wire.EXPECTED.format(check=check, case="") for check in check_ids)
+    inputs = {f"inputs/{check}.safetensors" for check in check_ids}
+
+    def read(name: str) -> bool:
+        file, _, key = name.partition(":")
+        if file == "weights.safetensors":
+            return not key or any(key.startswith(prefix) for prefix in prefixes)
+        if file == "expected.safetensors":
+            return not key or key.startswith(expected)
+        return file in inputs or not file.startswith("inputs/")
+
+    return [name for name in names if read(name)]
 
 
 def read_entry(directory: Path, kind: str) -> ReferenceData:
@@ -131,7 +209,8 @@ def read_entry(directory: Path, kind: str) -> ReferenceData:
             if path.suffix == ".safetensors":
                 with safe_open(str(path), "np") as handle:
                     handle.keys()
-        if set(meta["digests"]) != {str(path.relative_to(directory)) for path in digested_files(directory)}:
+        files = {name.partition(":")[0] for name in meta["digests"]}
+        if files != {str(path.relative_to(directory)) for path in digested_files(directory)}:
             raise ValueError("the files do not match meta.json's digests")
     except Exception as error:  # any damage means the same thing: rebuild
         raise ValueError(wire.clean_text(f"{type(error).__name__}: {error}", 300)) from None
@@ -141,65 +220,62 @@ def read_entry(directory: Path, kind: str) -> ReferenceData:
 
 
 class Seal:
-    """Proof that an entry is what its builder wrote, from before any learner code runs until judging.
+    """Proof that what a grading reads of an entry is what its builder wrote, from before any learner code
+    runs until judging.
 
-    Started before the learner's process: the files are hashed in a thread (beside the worker's
-    start-up) and compared with the digests the builder recorded; `broken()` then also checks that
-    no file was replaced or written since (inode, size, modification and change times). A file this
-    process hashed before (watch's regrades) is not hashed again; one an earlier run hashed is
-    hashed again wherever the sandbox is on (`_recall_verified`).
+    Started before the learner's process: the parts the selected checks read (`parts_read`) are hashed in a
+    thread (beside the worker's start-up) and compared with the digests the builder recorded; `broken()`
+    then also checks that no file was replaced or written since (inode, size, modification and change
+    times). A part this process hashed before (watch's regrades) is not hashed again; one an earlier run
+    hashed is hashed again wherever the sandbox is on (`_recall_verified`).
     """
 
-    def __init__(self, data: ReferenceData):
-        self.data = data
+    def __init__(self, data: ReferenceData, check_ids: Sequence[str] | None = None):
+        self.data, self.parts = data, parts_read(data, check_ids)
         self.stats = {path: _stat(path) for path in [*digested_files(data.directory), data.directory / "meta.json"]}
         self._recall_verified()
         self._problem: str | None = None
         self._thread = threading.Thread(target=self._verify, daemon=True)
         self._thread.start()
 
+    def _stat_of(self, part: str) -> tuple:
+        return self.stats.get(self.data.directory / part.partition(":")[0], ())
+
     def _verify(self) -> None:
         recorded, verified = self.data.meta.get("digests", {}), self.data.verified
-        for path in digested_files(self.data.directory):
-            name = str(path.relative_to(self.data.directory))
-            if verified.get(path) == self.stats[path]:
+        for part in self.parts:
+            if verified.get(part) == self._stat_of(part):
                 continue  # hashed before in this process, and not written since
-            if recorded.get(name) != file_digest(path):
-                self._problem = f"{name} is not what the reference builder wrote"
+            if recorded.get(part) != part_digest(self.data.directory, part):
+                self._problem = f"{part.partition(':')[0]} is not what the reference builder wrote"
                 return
-            verified[path] = self.stats[path]
+            verified[part] = self._stat_of(part)
         self._remember_verified()
 
     def _recall_verified(self) -> None:
-        """Files hashed by an earlier run and not written since (a write always moves the change
-        time, which no unprivileged process can set back): the weights are not hashed every run.
+        """Parts hashed by an earlier run whose files were not written since (a write always moves the
+        change time, which no unprivileged process can set back): the weights are not hashed every run.
 
         Only where checks run unconfined. The record is its user's file, so the code of any unconfined
         run (--no-sandbox, GPT2_GRADER_SANDBOX=off) could have rewritten it together with the files it
-        vouches for: where the sandbox is on, every run hashes every file (the random reference's 1 GB
-        in about a second, beside the worker's start-up); where it is off, the learner's code could
-        read the answers anyway."""
+        vouches for: where the sandbox is on, every run hashes what it reads (`attention`'s few MB, the
+        whole model's 1 GB in about a second, beside the worker's start-up); where it is off, the
+        learner's code could read the answers anyway."""
         if sandbox.status().on:
             return
         try:
             earlier = json.loads((self.data.directory / VERIFIED_FILE).read_text())
         except (OSError, ValueError):
             return
-        for path, stat in self.stats.items():
-            if (
-                isinstance(earlier, dict)
-                and earlier.get(str(path.relative_to(self.data.directory))) == list(stat)
-                and stat
-            ):
-                self.data.verified[path] = stat
+        if not isinstance(earlier, dict):
+            return
+        for part in self.parts:
+            stat = self._stat_of(part)
+            if stat and earlier.get(part) == list(stat):
+                self.data.verified[part] = stat
 
     def _remember_verified(self) -> None:
-        directory = self.data.directory
-        record = {
-            str(path.relative_to(directory)): list(stat)
-            for path, stat in self.data.verified.items()
-            if directory in path.parents
-        }
+        record = {part: list(stat) for part, stat in self.data.verified.items()}
         staging = self.data.directory / f".{VERIFIED_FILE}.{os.getpid()}"
         with contextlib.suppress(OSError):  # an unwritable cache only costs the hashing next time
             staging.write_text(json.dumps(record))

@@ -248,7 +248,7 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
 
     from . import wire
     from .checks import registry
-    from .refcache import file_digests
+    from .refcache import entry_digests
 
     expected, cases_meta = {}, {}
     checks = registry()
@@ -297,7 +297,7 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
         "param_counts": counts_by_part((name, tensor.numel()) for name, tensor in parameters.items()),
         "cases": cases_meta,
         "prompt_tokens": ref.tokens["prompt"][0].tolist(),
-        "digests": file_digests(out),
+        "digests": entry_digests(out),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
 

@@ -20,7 +20,7 @@ from conftest import by_id, run_grade, write_variant
 
 from grader import sandbox, wire
 from grader.checks import registry
-from grader.refcache import VERIFIED_FILE, digested_files, read_entry
+from grader.refcache import VERIFIED_FILE, parts_read, read_entry
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (README: Isolation)")
 N_MINUS_1 = {"normalization.py": [("unbiased=False", "unbiased=True")]}
@@ -53,9 +53,9 @@ def forge(reference, root: Path, outputs: dict) -> Path:
         expected[wire.EXPECTED.format(check="layernorm", case=case)] = output
     save_file(expected, str(entry / "expected.safetensors"))
     record = {}
-    for path in digested_files(entry):
-        st = os.stat(path)
-        record[str(path.relative_to(entry))] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    for part in json.loads((entry / "meta.json").read_text())["digests"]:
+        st = os.stat(entry / part.partition(":")[0])
+        record[part] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
     (entry / VERIFIED_FILE).write_text(json.dumps(record))
     return entry
 
@@ -90,3 +90,23 @@ def test_require_sandbox_rebuilds_a_forged_entry_and_the_mistake_fails(reference
     assert notices == [f"grade: the reference cache did not verify ({TAMPERED}); rebuilding it"]
     layernorm = json.loads((tmp_path / "r.json").read_text())["checks"][0]
     assert layernorm["id"] == "layernorm" and layernorm["status"] == "fail", layernorm
+
+
+def test_a_grading_hashes_only_what_its_checks_read(reference):
+    """`attention` reads its own inputs and answers and the weights its cases load, not the whole entry; each
+    tensor's recorded digest is that of its bytes as safetensors reads them."""
+    import hashlib
+
+    from safetensors.numpy import load_file
+
+    parts = parts_read(reference, ["attention"])
+    prefixes = {case.weights for case in reference.cases("attention")}
+    assert "inputs/attention.safetensors" in parts and "inputs/layernorm.safetensors" not in parts
+    assert {"weights.safetensors:", "expected.safetensors:", "vocabulary.json"} <= set(parts)
+    for file, prefix in (("weights.safetensors", tuple(prefixes)), ("expected.safetensors", ("attention/",))):
+        keys = [part.partition(":")[2] for part in parts if part.startswith(file + ":") and part != file + ":"]
+        assert keys and all(key.startswith(prefix) for key in keys), (file, keys[:3])
+        tensors = load_file(str(reference.directory / file))
+        assert len(keys) < len(tensors)
+        for key in keys:
+            assert reference.meta["digests"][f"{file}:{key}"] == hashlib.sha256(tensors[key].tobytes()).hexdigest()
