@@ -305,6 +305,9 @@ def discard(data: ReferenceData) -> None:
 
 # --- where GPT-2 can come from ------------------------------------------------------------------
 
+NOT_CACHED = "GPT-2 is not in the Hugging Face cache ({hub}); `grade --download` fetches it"
+UNREACHABLE = "GPT-2 is not in the Hugging Face cache ({hub}) and huggingface.co cannot be reached"
+
 
 def hf_hub_cache() -> Path:
     """The Hugging Face hub cache directory, resolved the way huggingface_hub does."""
@@ -418,12 +421,23 @@ def _ensure(requested: str, progress: Progress, root: Path, seed: int) -> Refere
     cached = gpt2_in_hf_cache()
     if requested == "gpt2":
         return _cached_or_built(root, "gpt2", seed, cached, progress, build=cached or hub_reachable())
-    try:
-        return _cached_or_built(root, "gpt2", seed, cached, progress, build=cached or hub_reachable())
-    except ReferenceUnavailable as error:
-        reason = str(error)
-    data = _cached_or_built(root, "random", seed, True, progress)
-    return data.with_fallback(reason)
+    return _auto(progress, root, seed, cached)
+
+
+def _auto(progress: Progress, root: Path, seed: int, cached: bool) -> ReferenceData:
+    """`--reference auto`: GPT-2 where its entry or its weights are already here, else the random reference.
+    The network is asked only when neither reference was ever prepared; after that, `grade --download` is
+    the way to GPT-2 (the random reference's notice says so)."""
+    if cached or entry_dir(root, "gpt2", seed).exists():
+        with contextlib.suppress(ReferenceUnavailable):  # an entry damaged past repair without the weights
+            return _cached_or_built(root, "gpt2", seed, cached, progress, build=cached)
+    reason = NOT_CACHED.format(hub=hf_hub_cache())
+    if not entry_dir(root, "random", seed).exists() and hub_reachable():
+        try:
+            return _cached_or_built(root, "gpt2", seed, False, progress)
+        except ReferenceUnavailable as error:
+            reason = str(error)
+    return _cached_or_built(root, "random", seed, True, progress).with_fallback(reason)
 
 
 def _cached_or_built(
@@ -437,7 +451,5 @@ def _cached_or_built(
             progress(f"the reference cache at {directory} is damaged ({damage}); rebuilding it")
             shutil.rmtree(directory, ignore_errors=True)
     if not build:
-        raise ReferenceUnavailable(
-            f"GPT-2 is not in the Hugging Face cache ({hf_hub_cache()}) and huggingface.co cannot be reached"
-        )
+        raise ReferenceUnavailable(UNREACHABLE.format(hub=hf_hub_cache()))
     return build_entry(root, kind, seed, offline, progress)

@@ -53,3 +53,45 @@ def test_gpt2_unavailable_is_one_clear_line(tmp_path):
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.startswith("grade:")]
     assert len(lines) == 1 and "GPT-2 is not in the Hugging Face cache" in lines[0]
+
+
+class RefusingNetwork:
+    """socket.create_connection as a network that refuses, counting the attempts."""
+
+    def __init__(self):
+        self.attempts = 0
+
+    def __call__(self, *args, **kwargs):
+        self.attempts += 1
+        raise ConnectionRefusedError("refused by the test")
+
+
+def test_auto_uses_a_prepared_random_reference_without_the_network(reference, monkeypatch):
+    from grader import refcache
+
+    refusing = RefusingNetwork()
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(refcache.socket, "create_connection", refusing)
+    data = refcache.ensure_reference("auto", lambda *_: None, root=reference.directory.parent)
+    assert (data.kind, data.directory) == ("random", reference.directory)
+    assert refusing.attempts == 0
+    assert "`grade --download` fetches it" in data.fallback_reason
+
+
+def test_auto_asks_the_network_only_when_nothing_was_prepared(monkeypatch, tmp_path):
+    """The control: with no reference prepared, auto asks the hub (refused here), then builds the random one."""
+    from grader import refcache
+
+    class Built(Exception):
+        pass
+
+    def build_entry(root, kind, *args):
+        raise Built(kind)
+
+    refusing = RefusingNetwork()
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(refcache.socket, "create_connection", refusing)
+    monkeypatch.setattr(refcache, "build_entry", build_entry)
+    with pytest.raises(Built, match="random"):
+        refcache.ensure_reference("auto", lambda *_: None, root=tmp_path)
+    assert refusing.attempts == 1
