@@ -71,6 +71,10 @@ class Submission:
         return {check["id"]: check["status"] for check in (self.report or {}).get("checks", [])}
 
     @property
+    def points(self) -> dict[str, int]:
+        return {check["id"]: check["score"] for check in (self.report or {}).get("checks", [])}
+
+    @property
     def score(self) -> int:
         return self.report["score"] if self.report else 0
 
@@ -252,19 +256,21 @@ def grade_all(submissions: list[Path], checks: Sequence, options: Options, jobs:
     return sorted((future.result() for future in futures), key=lambda result: result.name)
 
 
-def write_gradebook(path: Path, results: list[Submission], checks: Sequence) -> None:
+POINTS_COLUMN = "{check} points"
+
+
+def write_gradebook(path: Path, results: list[Submission], checks: Sequence, first: str = "submission") -> None:
+    """The CSV: one row per submission; each check's status and its points beside it, then the score, the
+    maximum and any error (the notebooks' grades too, with `first="student"`)."""
     max_score = sum(check.points for check in checks)
+    per_check = [column for check in checks for column in (check.id, POINTS_COLUMN.format(check=check.id))]
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["submission", *(check.id for check in checks), "score", "max_score", "error"])
+        writer.writerow([first, *per_check, "score", "max_score", "error"])
         for result in results:
-            row = [
-                result.name,
-                *(result.statuses.get(check.id, "") for check in checks),
-                result.score,
-                max_score,
-                result.error,
-            ]
+            statuses, points = result.statuses, result.points
+            cells = [cell for check in checks for cell in (statuses.get(check.id, ""), points.get(check.id, 0))]
+            row = [result.name, *cells, result.score, max_score, result.error]
             writer.writerow([spreadsheet_safe(cell) for cell in row])
 
 

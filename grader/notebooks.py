@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import csv
 import hashlib
 import importlib
 import shutil
@@ -367,10 +366,6 @@ def write_package(notebooks: list[Path], package: Path) -> None:
         (package / name).write_text(source)  # UnicodeEncodeError (lone surrogates) is a ValueError
 
 
-def checks_points(result: Submission) -> dict[str, int]:
-    return {check["id"]: check["score"] for check in (result.report or {}).get("checks", [])}
-
-
 def grade_packages(learners: list[Path], checks: list, args: argparse.Namespace) -> list[Submission]:
     """Each `learner/exercises/` graded as grader.batch grades a checkout: by `grade` in a process group
     of its own, the sandbox required wherever this machine has one."""
@@ -402,20 +397,6 @@ def grade_packages(learners: list[Path], checks: list, args: argparse.Namespace)
     )
 
 
-def write_scores(path: Path, results: list[Submission], checks: list) -> None:
-    """The CSV: one row per learner, each check's points, the score, the maximum and any error."""
-    from .batch import spreadsheet_safe
-
-    max_score = sum(check.points for check in checks)
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["student", *(check.id for check in checks), "score", "max_score", "error"])
-        for result in results:
-            points = checks_points(result)
-            row = [result.name, *(points.get(check.id, 0) for check in checks), result.score, max_score, result.error]
-            writer.writerow([spreadsheet_safe(cell) for cell in row])
-
-
 def has_assignment(url: str, assignment: str) -> bool:
     """Whether nbgrader's gradebook knows the assignment (`nbgrader generate_assignment` adds it)."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -439,7 +420,7 @@ def write_gradebook(url: str, assignment: str, results: list[Submission], checks
         for result in results:
             gradebook.update_or_create_student(result.name)
             gradebook.update_or_create_submission(assignment, result.name)
-            points = checks_points(result)
+            points = result.points
             for check in checks:
                 notebook = Path(notebook_name(check.part)).stem
                 try:
@@ -471,6 +452,7 @@ def write_packages(learners: list[Path], assignment: str, scratch: Path) -> tupl
 def record_grades(args: argparse.Namespace) -> int:
     """Grade the submitted notebooks from outside any kernel and record the grades."""
     from .batch import submissions_in
+    from .batch import write_gradebook as write_csv
     from .checks import UnknownCheck, select
     from .refcache import ReferenceUnavailable
 
@@ -497,7 +479,7 @@ def record_grades(args: argparse.Namespace) -> int:
         except ReferenceUnavailable as error:
             return usage(f"{error} (--reference random grades offline)")
     results = sorted(unread + graded, key=lambda result: result.name)
-    write_scores(args.csv, results, checks)
+    write_csv(args.csv, results, checks, first="student")
     if args.db:
         write_gradebook(args.db, args.assignment, results, checks)
     print(f"graded {len(results)} notebook submissions: {args.csv}" + (f", {args.db}" if args.db else ""))

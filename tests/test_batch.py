@@ -128,7 +128,13 @@ def batch(tmp_path_factory, reference):
 def test_the_gradebook_has_one_row_per_submission_and_a_column_per_check(batch):
     with open(batch["root"] / "grades.csv", newline="") as handle:
         header = next(csv.reader(handle))
-    assert header == ["submission", *MODEL, "score", "max_score", "error"]
+    assert header == [
+        "submission",
+        *(column for c in MODEL for column in (c, f"{c} points")),
+        "score",
+        "max_score",
+        "error",
+    ]
     assert sorted(batch["rows"]) == sorted([*GRADED, "missing_files", "empty", "oversized", "killer"])
     assert {row["max_score"] for row in batch["rows"].values()} == {str(sum(POINTS[i] for i in MODEL))}
 
@@ -139,7 +145,9 @@ def test_each_graded_submission_gets_its_verdicts(batch, name):
     row = batch["rows"][name]
     expected = {check: GRADED[name][1].get(check, "pass") for check in MODEL}
     assert {check: row[check] for check in MODEL} == expected
-    assert row["score"] == str(sum(POINTS[check] for check, status in expected.items() if status == "pass"))
+    earned = {check: POINTS[check] if status == "pass" else 0 for check, status in expected.items()}
+    assert {check: int(row[f"{check} points"]) for check in MODEL} == earned
+    assert row["score"] == str(sum(earned.values()))
     assert row["error"] == ""
 
 
@@ -309,3 +317,42 @@ def test_bad_input_is_one_line(tmp_path):
         and not (tmp_path / "grades.csv").exists()
     )
     assert os.listdir(tmp_path / "subs") == []
+
+
+def test_the_gradebook_gives_each_check_its_points_beside_its_status(tmp_path):
+    from grader.batch import Submission, write_gradebook
+
+    checks = [check for check in registry() if check.id in ("embed", "pos_embed")]
+    report = {
+        "score": POINTS["embed"],
+        "checks": [
+            {"id": "embed", "status": "pass", "score": POINTS["embed"]},
+            {"id": "pos_embed", "status": "fail", "score": 0},
+        ],
+    }
+    write_gradebook(tmp_path / "g.csv", [Submission("ada", report), Submission("bob", None, "no exercises/")], checks)
+    with open(tmp_path / "g.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    maximum = str(POINTS["embed"] + POINTS["pos_embed"])
+    assert rows == [
+        {
+            "submission": "ada",
+            "embed": "pass",
+            "embed points": str(POINTS["embed"]),
+            "pos_embed": "fail",
+            "pos_embed points": "0",
+            "score": str(POINTS["embed"]),
+            "max_score": maximum,
+            "error": "",
+        },
+        {
+            "submission": "bob",
+            "embed": "",
+            "embed points": "0",
+            "pos_embed": "",
+            "pos_embed points": "0",
+            "score": "0",
+            "max_score": maximum,
+            "error": "no exercises/",
+        },
+    ]
