@@ -14,6 +14,7 @@ PYTEST_ARGS ?=
 # The instructor's tools (the `instructor` extra). None of them writes exercises/; `make stubs` does:
 # it regenerates exercises/ from solutions/, overwriting the stubs there.
 RELEASE_DIR ?= ../gpt2-learner
+GRADESCOPE_ZIP ?= autograder.zip
 WORKFLOW ?= classroom
 NOTEBOOKS_DIR ?= course/source/gpt2
 COURSE_DIR ?= course
@@ -26,7 +27,7 @@ TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
 # does not, as its grader and tests are not the learner's to change.
 LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
 
-.PHONY: grade test test-all lint stubs release notebooks notebook-grades batch clean
+.PHONY: grade test test-all lint stubs release gradescope notebooks notebook-grades batch clean
 
 grade: $(VENV)/.installed
 	$(VENV)/bin/grade $(ARGS)
@@ -44,6 +45,10 @@ lint: $(VENV)/.installed-dev
 
 release: $(VENV)/.installed-instructor
 	$(PY) -m grader.release $(RELEASE_DIR) --workflow $(WORKFLOW)
+
+# Gradescope's autograder zip: the learner repository with setup.sh and run_autograder.
+gradescope: $(VENV)/.installed-instructor
+	$(PY) -m grader.gradescope $(GRADESCOPE_ZIP)
 
 notebooks: $(VENV)/.installed-instructor
 	$(PY) -m grader.notebooks $(NOTEBOOKS_DIR)
