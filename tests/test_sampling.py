@@ -257,12 +257,17 @@ def test_stubs_are_todo(grade):
     )
 
 
-def raise_line(path: Path, qualname: str) -> int:
-    """The line of the `raise` in the function `qualname` ("Beams.generate") of the file at `path`."""
+def function_node(path: Path, qualname: str) -> ast.FunctionDef:
+    """The function `qualname` ("Beams.generate") of the file at `path`."""
     scope = ast.parse(path.read_text())
     for name in qualname.split("."):
         scope = next(node for node in scope.body if getattr(node, "name", None) == name)
-    return next(node.lineno for node in ast.walk(scope) if isinstance(node, ast.Raise))
+    return scope
+
+
+def raise_line(path: Path, qualname: str) -> int:
+    """The line of the `raise` in the function `qualname` of the file at `path`."""
+    return next(node.lineno for node in ast.walk(function_node(path, qualname)) if isinstance(node, ast.Raise))
 
 
 def test_a_todo_names_the_function_that_raised_at_its_line(grade):

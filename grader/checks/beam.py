@@ -127,14 +127,14 @@ def banned(prefix: tuple[int, ...], ngram: int) -> set[int]:
 
 
 def extensions(
-    table: Tensor, beams: list[tuple[float, tuple[int, ...]]], ngram: int
+    table: Tensor, beams: list[tuple[float, tuple[int, ...]]], ngram: int, also_banned: frozenset[int] = frozenset()
 ) -> list[tuple[float, tuple[int, ...]]]:
-    """Every allowed one-token extension of every beam, with its log-prob sum."""
+    """Every allowed one-token extension of every beam, with its log-prob sum (`also_banned`: banned everywhere)."""
     return [
         (logprob + step, prefix + (token,))
         for logprob, prefix in beams
         for token, step in enumerate(log_softmax_row(table, prefix))
-        if token not in banned(prefix, ngram)
+        if token not in banned(prefix, ngram) | also_banned
     ]
 
 
@@ -166,6 +166,10 @@ NGRAM_REPEATED = (
 FINISHED_DROPPED = "finished beams (ending in end-of-text) were dropped: return them as the second Beams"
 FINISHED_AS_CONTINUING = "a beam ending in end-of-text was returned as continuing: it has finished"
 NOT_SORTED = "the right beams, but not sorted by log-prob sum, best first: rank them before splitting"
+BANNED_ACROSS_BEAMS = (
+    "a token one beam may not repeat was banned in every beam: "
+    "ban each beam's n-gram completions in that beam's row only (banned[beam, token])"
+)
 
 
 def beam_table(seed: int, eos_bias: float = 0.0) -> Tensor:
@@ -181,10 +185,19 @@ def _beam_extra(table: Tensor, prompt: str | None = None) -> dict:
     return extra | ({"prompt": text_tensor(prompt)} if prompt else {})
 
 
-def generated_rows(table: Tensor, beams: list[tuple[float, tuple[int, ...]]], k: int, ngram: int) -> Tensor:
-    """Each beam's k best allowed extensions, as beam rows."""
-    extended = [candidate for beam in beams for candidate in best(extensions(table, [beam], ngram), k)]
+def generated_rows(
+    table: Tensor, beams: list[tuple[float, tuple[int, ...]]], k: int, ngram: int, across_beams: bool = False
+) -> Tensor:
+    """Each beam's k best allowed extensions, as beam rows; `across_beams`: with what any beam bans banned in
+    every beam (a known mistake)."""
+    everywhere = frozenset().union(*(banned(prefix, ngram) for _, prefix in beams)) if across_beams else frozenset()
+    extended = [candidate for beam in beams for candidate in best(extensions(table, [beam], ngram, everywhere), k)]
     return beam_rows([([logprob for logprob, _ in extended], [list(tokens) for _, tokens in extended])])
+
+
+def unless_equal(wrong: Tensor, *others: Tensor) -> Tensor | None:
+    """`wrong`, or None where it equals one of `others` (the right answer, a mistake listed before it)."""
+    return None if any(wrong.shape == other.shape and bool((wrong == other).all()) for other in others) else wrong
 
 
 def beam_generate_cases(ref: Reference) -> list[Case]:
@@ -204,8 +217,12 @@ def beam_generate_cases(ref: Reference) -> list[Case]:
     for name, (logprob_sums, tokens, k, ngram) in inputs.items():
         beams = list(zip(logprob_sums, (tuple(t) for t in tokens), strict=False))
         right, unbanned = generated_rows(table, beams, k, ngram), generated_rows(table, beams, k, 0)
+        across = generated_rows(table, beams, k, ngram, across_beams=True)
         args = [torch.tensor(logprob_sums), torch.tensor(tokens), torch.tensor(k), torch.tensor(ngram)]
-        mistakes = known((NGRAM_REPEATED, unbanned if ngram else None))
+        mistakes = known(
+            (NGRAM_REPEATED, unless_equal(unbanned, right)),
+            (BANNED_ACROSS_BEAMS, unless_equal(across, right, unbanned)),
+        )
         cases.append(Case(name, args, right, extra=_beam_extra(table), mistakes=mistakes))
     return cases
 
@@ -340,6 +357,7 @@ CHECKS = on_stand_ins(
             comparison=same_beams_in_order,
             tolerance=LOGPROB_TOLERANCE,
             expected_from="the exhaustive search",
+            uses=("beam.generate", "beam.filter"),  # beam_search is given: what it does, they do
         ),
     )
 )

@@ -22,6 +22,7 @@ process also seeds torch before each case: a given sampler gets the same verdict
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from typing import TYPE_CHECKING
@@ -108,8 +109,9 @@ def counts_problem(counts: np.ndarray) -> str | None:
     return None
 
 
-def frequencies(actual, expected, tolerance: Tolerance) -> CaseComparison:
-    """Counts of draws against exact probabilities; see the module's docstring for the bound."""
+def frequencies(actual, expected, tolerance: Tolerance, kept: str = "the tokens that may be drawn") -> CaseComparison:
+    """Counts of draws against exact probabilities; see the module's docstring for the bound. `kept` names the
+    tokens of probability above 0 (the top k, ...), as a message that one came out from elsewhere says."""
     counts, probabilities = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
     shapes = _shapes(counts, probabilities)
     if counts.shape != probabilities.shape:
@@ -123,12 +125,11 @@ def frequencies(actual, expected, tolerance: Tolerance) -> CaseComparison:
     impossible = np.flatnonzero((probabilities == 0) & (counts > 0))
     if impossible.size:
         token = int(impossible[0])
-        return CaseComparison(
-            False,
-            f"token {token} was drawn {int(counts[token])} times, but its probability is 0",
-            float(deviation.max()),
-            **shapes,
+        message = (
+            f"token {token} was drawn {int(counts[token])} times, but its probability is 0: "
+            f"{drawn_outside(counts, probabilities, kept)}"
         )
+        return CaseComparison(False, message, float(deviation.max()), **shapes)
     eps = frequency_bound(int((probabilities > 0).sum()), draws)
     token = int(deviation.argmax())
     if deviation[token] > eps:
@@ -138,6 +139,33 @@ def frequencies(actual, expected, tolerance: Tolerance) -> CaseComparison:
         )
         return CaseComparison(False, message, float(deviation[token]), **shapes)
     return CaseComparison(True, "", float(deviation[token]), 1.0, **shapes)
+
+
+NEVER_MISSED = 20  # a token expected this many times in the draws comes out at least once (but for e^-20)
+
+
+def drawn_outside(counts: np.ndarray, probabilities: np.ndarray, kept: str) -> str:
+    """What tokens of probability 0 coming out most likely mean, from which tokens came out and which did not."""
+    allowed, drawn = np.flatnonzero(probabilities > 0).tolist(), set(np.flatnonzero(counts > 0).tolist())
+    facts = f"it is outside {kept} (token{'s' * (len(allowed) > 1)} {', '.join(map(str, allowed))})"
+    never = [t for t in allowed if counts[t] == 0 and probabilities[t] * counts.sum() >= NEVER_MISSED]
+    if never and drawn <= set(range(len(allowed))):
+        return (
+            f"{facts}, and only tokens below {len(allowed)} came out, as if the index drawn among those were "
+            "returned: map it back to its token id"
+        )
+    if never:
+        return f"{facts}, and token {never[0]}, in it, never came out: are the most likely tokens kept?"
+    if len(drawn) == len(counts):
+        return f"{facts}; every token came out: draw from those only"
+    if len(drawn - set(allowed)) == 1:
+        return f"{facts}; it came out beside every one of them: is one token too many kept?"
+    return f"{facts}: draw from those only"
+
+
+def drawn_from(kept: str):
+    """The frequency comparison of a sampler that may draw `kept` only (its messages name them so)."""
+    return functools.partial(frequencies, kept=kept)
 
 
 SHOWN_TEXT = 200  # characters of a text a message quotes
@@ -180,6 +208,26 @@ def renormalised(probabilities: Tensor, kept: list[int]) -> Tensor:
     mask[kept] = True
     kept_probabilities = probabilities * mask
     return kept_probabilities / kept_probabilities.sum()
+
+
+def index_returned(probabilities: Tensor, kept: list[int]) -> Tensor:
+    """What a sampler gives that returns the index drawn among the kept tokens (most likely first) as the token."""
+    import torch
+
+    result = torch.zeros_like(probabilities)
+    result[: len(kept)] = renormalised(probabilities, kept)[kept]
+    return result
+
+
+def unrenormalised(probabilities: Tensor, kept: list[int]) -> Tensor:
+    """The kept tokens (most likely first) drawn with their own probabilities by walking their cumulative sum,
+    without renormalising: the mass of the others lands on the last kept token."""
+    import torch
+
+    result = torch.zeros_like(probabilities)
+    result[kept] = probabilities[kept]
+    result[kept[-1]] += 1 - result.sum()
+    return result
 
 
 def nucleus(
@@ -255,6 +303,13 @@ COUNTS_BROADCAST = (
 )
 LOGITS_AS_PROBABILITIES = "the logits were used as probabilities: sample from softmax(logits)"
 TOP_K_FROM_ALL = "tokens outside the k most likely were drawn: sample from the top k only"
+K_PLUS_ONE = "k + 1 tokens were kept, one too many: keep the k most likely (logits.topk(k))"
+SMALLEST_K = "the k least likely tokens were kept: keep the k most likely (topk's largest=True, or a descending sort)"
+INDEX_NOT_MAPPED = "the index drawn among the kept tokens was returned, not its token id: map it back (ids[index])"
+NOT_RENORMALISED = (
+    "the kept tokens were drawn with their probabilities over the whole vocabulary, not renormalised: "
+    "divide them by their sum (or sample from the kept logits)"
+)
 CROSSING_DROPPED = (
     "the token that takes the cumulative probability past top_p was dropped: "
     "keep it (keep the smallest set whose probability reaches top_p)"
@@ -315,10 +370,22 @@ def frequency_penalty_cases(ref: Reference) -> list[Case]:
     return cases
 
 
+def told_apart(right: Tensor, wrong: Tensor | None) -> Tensor | None:
+    """`wrong`, if DRAWS draws tell it from `right` as surely as the check needs: it puts mass where `right` has
+    none, or moves some probability by more than twice the bound (see the module's docstring); else None."""
+    if wrong is None:
+        return None
+    eps = frequency_bound(int((right > 0).sum()), DRAWS)
+    far = bool(((wrong > 0) & (right == 0)).any()) or float((wrong - right).abs().max()) > 2 * eps
+    return wrong if far else None
+
+
 def _distribution_case(name: str, args: list, right: Tensor, *mistakes: tuple[str, Tensor | None]) -> Case:
+    """A case of DRAWS draws; each known mistake listed only where the draws tell it from the right answer."""
     import torch
 
-    return Case(name, args, right, extra={"draws": torch.tensor(DRAWS)}, mistakes=known(*mistakes))
+    told = known(*((hint, told_apart(right, wrong)) for hint, wrong in mistakes))
+    return Case(name, args, right, extra={"draws": torch.tensor(DRAWS)}, mistakes=told)
 
 
 def basic_cases(ref: Reference) -> list[Case]:
@@ -344,10 +411,18 @@ def top_k_cases(ref: Reference) -> list[Case]:
     for name, values, k in (("k_2", [1.0, 2.2, 0.3, 1.8, 1.1, 0.6], 2), ("k_4", [0.2, -1.0, 1.5, 0.7, 2.0, -0.3], 4)):
         logits = torch.tensor(values)
         probabilities = softmax(logits)
-        top = sorted(range(len(values)), key=lambda token: -values[token])[:k]
+        order = sorted(range(len(values)), key=lambda token: -values[token])
+        top = order[:k]
         cases.append(
             _distribution_case(
-                name, [logits, torch.tensor(k)], renormalised(probabilities, top), (TOP_K_FROM_ALL, probabilities)
+                name,
+                [logits, torch.tensor(k)],
+                renormalised(probabilities, top),
+                (TOP_K_FROM_ALL, probabilities),
+                (K_PLUS_ONE, renormalised(probabilities, order[: k + 1])),
+                (SMALLEST_K, renormalised(probabilities, order[-k:])),
+                (INDEX_NOT_MAPPED, index_returned(probabilities, top)),
+                (NOT_RENORMALISED, unrenormalised(probabilities, top)),
             )
         )
     return cases
@@ -370,7 +445,16 @@ def top_p_cases(ref: Reference) -> list[Case]:
         rows = [renormalised(exact, kept) if kept != right else None for kept in (dropped, unbounded)]
         mistakes = zip((CROSSING_DROPPED, MINIMUM_IGNORED, TOP_P_FROM_ALL), [*rows, exact], strict=True)
         args = [logits, torch.tensor(top_p), torch.tensor(minimum)]
-        cases.append(_distribution_case(name, args, renormalised(exact, right), *mistakes))
+        cases.append(
+            _distribution_case(
+                name,
+                args,
+                renormalised(exact, right),
+                *mistakes,
+                (INDEX_NOT_MAPPED, index_returned(exact, right)),
+                (NOT_RENORMALISED, unrenormalised(exact, right)),
+            )
+        )
     return cases
 
 
@@ -423,11 +507,11 @@ def exact(check_id: str, method: str, summary: str, cases, comparison, tolerance
     )
 
 
-def drawn(check_id: str, points: int, method: str, summary: str, cases) -> Check:
+def drawn(check_id: str, points: int, method: str, summary: str, cases, comparison=frequencies) -> Check:
     """A sampling method called DRAWS times per case: its counts against the exact distribution."""
     target = sampler(method, "draw")
     return Check(
-        check_id, "sampling", points, target, summary, cases, frequencies, expected_from="the exact distribution"
+        check_id, "sampling", points, target, summary, cases, comparison, expected_from="the exact distribution"
     )
 
 
@@ -444,8 +528,10 @@ CHECKS = on_stand_ins(
             LOGITS_TOLERANCE,
         ),
         drawn("sampling.basic", 1, "sample_basic", "sampling from softmax(logits)", basic_cases),
-        drawn("sampling.top_k", 1, "sample_top_k", "top-k sampling", top_k_cases),
-        drawn("sampling.top_p", 2, "sample_top_p", "top-p (nucleus) sampling", top_p_cases),
+        drawn("sampling.top_k", 1, "sample_top_k", "top-k sampling", top_k_cases, drawn_from("the top k")),
+        drawn(
+            "sampling.top_p", 2, "sample_top_p", "top-p (nucleus) sampling", top_p_cases, drawn_from("the top-p set")
+        ),
         Check(
             "sampling.generate",
             "sampling",
@@ -455,6 +541,7 @@ CHECKS = on_stand_ins(
             generation_cases,
             comparison=same_text,
             expected_from="the expected text",
+            uses=("sampling.greedy",),  # the loop is graded greedily: sample_next_token calls greedy_search
         ),
     )
 )

@@ -25,6 +25,11 @@ class TableModel(nn.Module):
         self.table = nn.Parameter(table, requires_grad=False)
 
     def forward(self, tokens: Int[Tensor, "batch posn"]) -> Float[Tensor, "batch posn d_vocab"]:
+        # Said here, the learner's line that called the model is where the error is placed (not this file's).
+        if not isinstance(tokens, Tensor):
+            raise TypeError(f"the model takes a tensor of token ids, not a {type(tokens).__name__}")
+        if tokens.is_floating_point():
+            raise TypeError(f"the model takes integer token ids, not {tokens.dtype}")
         positions = torch.arange(tokens.shape[-1], device=tokens.device)
         return self.table[positions, tokens]
 
