@@ -27,8 +27,10 @@ import argparse
 import ast
 import hashlib
 import importlib
+import re
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 import types
@@ -45,15 +47,23 @@ if TYPE_CHECKING:
 
 NOTEBOOK_PACKAGE = "notebook_exercises"  # the directory beside the notebook, and the module name
 # The first cell. In a fresh Colab runtime the grader is not there yet: it is installed from the
-# learner repository (put its address in place of OWNER/REPOSITORY), keeping Colab's own torch.
-# Where the grader is installed already (Jupyter, nbgrader's autograde) the install is skipped.
-GRADER_SOURCE = "git+https://github.com/OWNER/REPOSITORY"
+# learner repository (--source), keeping Colab's own torch. Where the grader is installed already
+# (Jupyter, nbgrader's autograde) the install is skipped.
+PLACEHOLDER_SOURCE = "git+https://github.com/OWNER/REPOSITORY"
 SETUP = (
     "import importlib.util\n"
     'if importlib.util.find_spec("grader") is None:  # a fresh Colab runtime\n'
-    f'    %pip install --quiet "gpt2-from-scratch-grader @ {GRADER_SOURCE}"\n'
+    '    %pip install --quiet "gpt2-from-scratch-grader @ {source}"\n'
     "%load_ext grader.notebooks"
 )
+CONFIG_FILE = "nbgrader_config.py"
+STARTUP_ALLOWANCE = 300  # seconds for the first cell's reference build, on a slow machine
+# nbgrader's limit per cell: a test cell may build the reference cache (minutes, once) before its check runs.
+CONFIG = """# Written by python -m grader.notebooks. A test cell grades one check in a process of its own; the
+# first may also build the reference cache, so cells get more time than nbgrader's default 30 s.
+c = get_config()  # noqa: F821 (nbgrader defines it)
+c.Execute.timeout = {timeout}
+"""
 HOW_TO = (
     "Each exercise cell starts with `%%exercise FILE`: running it writes the cell to "
     f"`{NOTEBOOK_PACKAGE}/FILE` and runs it, so what it defines can be tried in a new cell. "
@@ -115,7 +125,7 @@ def part_files(part: str, checks: list, solutions: Path) -> list[str]:
     return given + [file for file, first in owner.items() if first == part]
 
 
-def part_notebook(number: int, part: str, checks: list, solutions: Path):
+def part_notebook(number: int, part: str, checks: list, solutions: Path, source: str):
     """The nbgrader source notebook of one part."""
     import nbformat
 
@@ -126,7 +136,7 @@ def part_notebook(number: int, part: str, checks: list, solutions: Path):
     )  # the rest is for the grader's authors
     cells = [
         nbformat.v4.new_markdown_cell(f"# GPT-2 from scratch, part {number}: {part}\n\n{introduction}\n\n{HOW_TO}"),
-        nbgrader_cell(SETUP, "setup"),
+        nbgrader_cell(SETUP.format(source=source), "setup"),
     ]
     for file in part_files(part, checks, solutions):
         source = (solutions / f"{file}.py").read_text()
@@ -153,7 +163,7 @@ def part_notebook(number: int, part: str, checks: list, solutions: Path):
     return nbformat.v4.new_notebook(cells=cells, metadata=KERNEL)
 
 
-def source_notebooks(solutions: Path) -> tuple[dict[str, Any], list[str]]:
+def source_notebooks(solutions: Path, source: str = PLACEHOLDER_SOURCE) -> tuple[dict[str, Any], list[str]]:
     """File name -> notebook for each part whose files are all in solutions/; and why others are not."""
     from .checks import PARTS, registry
 
@@ -170,22 +180,60 @@ def source_notebooks(solutions: Path) -> tuple[dict[str, Any], list[str]]:
         if missing:
             skipped.append(f"no notebook for part {part}: {', '.join(missing)} not in {solutions}")
             continue
-        notebooks[notebook_name(part)] = part_notebook(number, part, checks, solutions)
+        notebooks[notebook_name(part)] = part_notebook(number, part, checks, solutions, source)
     return notebooks, skipped
 
 
-def write_notebooks(outdir: Path, solutions: Path) -> tuple[list[Path], list[str]]:
+def write_notebooks(outdir: Path, solutions: Path, source: str = PLACEHOLDER_SOURCE) -> tuple[list[Path], list[str]]:
     """Write each part's notebook into outdir, validated as nbformat and as nbgrader metadata."""
     import nbformat
     from nbgrader import nbgraderformat
 
-    notebooks, skipped = source_notebooks(solutions)
+    notebooks, skipped = source_notebooks(solutions, source)
     outdir.mkdir(parents=True, exist_ok=True)
     for name, notebook in notebooks.items():
         nbformat.validate(notebook)
         with open(outdir / name, "w") as handle:
             nbgraderformat.write(notebook, handle)
     return [outdir / name for name in notebooks], skipped
+
+
+def repository_source(root: Path = REPO_ROOT) -> str | None:
+    """This checkout's `origin` as pip installs from git (`git+https://host/owner/name`), or None without one."""
+    try:
+        url = subprocess.run(
+            ["git", "remote", "get-url", "origin"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    scp = re.fullmatch(r"[\w.-]+@([\w.-]+):(.+)", url)  # git@github.com:owner/name.git
+    if scp:
+        url = f"https://{scp[1]}/{scp[2]}"
+    return f"git+{url.removesuffix('.git')}" if url.startswith("https://") else None
+
+
+def cell_time_limit() -> int:
+    """Seconds a test cell may take: its check's own limit, and the rest of a grading around it."""
+    from .batch import submission_time_limit
+    from .checks import registry
+    from .runner import DEFAULT_TIMEOUT
+
+    return int(max(submission_time_limit([check], DEFAULT_TIMEOUT) for check in registry()) + STARTUP_ALLOWANCE)
+
+
+def write_config(course: Path) -> tuple[Path, bool]:
+    """nbgrader_config.py at the course's root with the cells' time limit; an instructor's own is kept.
+    Returns the file and whether it was written."""
+    path = course / CONFIG_FILE
+    if path.exists():
+        return path, False
+    path.write_text(CONFIG.format(timeout=cell_time_limit()))
+    return path, True
+
+
+def course_root(outdir: Path) -> Path:
+    """COURSE of COURSE/source/ASSIGNMENT, nbgrader's layout; else the notebooks' own directory."""
+    return outdir.parent.parent if outdir.parent.name == "source" else outdir
 
 
 # --- the kernel side ----------------------------------------------------------------------------
@@ -520,15 +568,34 @@ def main(argv: list[str] | None = None) -> int:
         default=REPO_ROOT / "solutions",
         help="the solutions package (default: solutions/ of this repository)",
     )
+    parser.add_argument(
+        "--source",
+        metavar="URL",
+        help="where the setup cell installs the grader from in Colab (default: this checkout's origin, as git+https)",
+    )
     args = parser.parse_args(argv)
     if not args.solutions.is_dir():
         print(f"notebooks: {args.solutions} is not a directory", file=sys.stderr)
         return 2
-    written, skipped = write_notebooks(args.outdir, args.solutions)
+    source = args.source or repository_source()
+    if source is None:
+        source = PLACEHOLDER_SOURCE
+        print(
+            f"notebooks: this checkout has no https or ssh origin: the setup cell installs from {source}; "
+            "pass --source URL (e.g. git+https://github.com/you/gpt2-learner) for Colab",
+            file=sys.stderr,
+        )
+    written, skipped = write_notebooks(args.outdir, args.solutions, source)
     for reason in skipped:
         print(reason, file=sys.stderr)
     for path in written:
         print(path)
+    config, new = write_config(course_root(args.outdir))
+    print(
+        config
+        if new
+        else f"notebooks: {config} exists and is kept; give cells c.Execute.timeout >= {cell_time_limit()}"
+    )
     return 0
 
 

@@ -61,20 +61,21 @@ def nbgrader_cells(notebook, **flags) -> list:
     ]
 
 
+SOURCE = "git+https://example.org/course/gpt2-learner"
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory, reference) -> Path:
     root = tmp_path_factory.mktemp("course")
-    (root / "nbgrader_config.py").write_text(
-        f"c = get_config()\nc.CourseDirectory.root = {str(root)!r}\nc.Execute.timeout = 600\n"
-    )
     generated = subprocess.run(
-        [sys.executable, "-m", "grader.notebooks", str(root / "source" / ASSIGNMENT)],
+        [sys.executable, "-m", "grader.notebooks", str(root / "source" / ASSIGNMENT), "--source", SOURCE],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert generated.returncode == 0, generated.stderr
+    assert str(root / "nbgrader_config.py") in generated.stdout.splitlines()  # nbgrader runs by it from here on
     nbgrader(root, ["generate_assignment", ASSIGNMENT, "--force"])
     return root
 
@@ -323,3 +324,44 @@ def test_the_control_in_the_kernel_the_forging_cell_wins_every_test_cell(recorde
     assert [determine_grade(cell) for cell in tests] == [(cell.metadata.nbgrader.points,) * 2 for cell in tests]
     stubs = nbgrader_cells(notebook, solution=True)
     assert stubs and all("raise NotImplementedError()" in cell.source for cell in stubs)
+
+
+def test_the_setup_cell_installs_from_the_source_given(course):
+    import nbformat
+
+    setup = nbformat.read(course / "source" / ASSIGNMENT / "1-model.ipynb", as_version=4).cells[1].source
+    assert f'"gpt2-from-scratch-grader @ {SOURCE}"' in setup
+
+
+def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_reference_build(tmp_path):
+    from grader.checks import registry
+    from grader.notebooks import course_root, write_config
+    from grader.runner import DEFAULT_TIMEOUT
+
+    (tmp_path / "course" / "source" / "gpt2").mkdir(parents=True)
+    config, written = write_config(course_root(tmp_path / "course" / "source" / "gpt2"))
+    assert written and config == tmp_path / "course" / "nbgrader_config.py"
+    settings = {}
+    exec(config.read_text(), {"get_config": lambda: type("Config", (), {"Execute": type("E", (), {})})()}, settings)
+    timeout = settings["c"].Execute.timeout
+    assert timeout >= max(check.min_timeout or DEFAULT_TIMEOUT for check in registry()) + 300
+    config.write_text("c = get_config()  # the instructor's own\n")
+    assert write_config(tmp_path / "course") == (config, False) and "own" in config.read_text()
+
+
+@pytest.mark.parametrize(
+    ("origin", "source"),
+    [
+        ("https://github.com/ada/gpt2-learner.git", "git+https://github.com/ada/gpt2-learner"),
+        ("git@github.com:ada/gpt2-learner.git", "git+https://github.com/ada/gpt2-learner"),
+        ("/srv/git/gpt2-learner", None),
+        (None, None),
+    ],
+)
+def test_the_default_source_is_the_checkout_s_origin(origin, source, tmp_path):
+    from grader.notebooks import repository_source
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    if origin:
+        subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", origin], check=True)
+    assert repository_source(tmp_path) == source

@@ -84,7 +84,8 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
 
     from grader import notebooks
 
-    code = TransformerManager().transform_cell(notebooks.SETUP)
+    source = "git+https://example.org/course/gpt2-learner"
+    code = TransformerManager().transform_cell(notebooks.SETUP.format(source=source))
     for missing in (True, False):
         magics = []
         shell = type(
@@ -98,7 +99,5 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
             {"get_ipython": lambda shell=shell: shell, "importlib": type("M", (), {"util": spec})},
         )
         installs = [line for name, line in magics if name == "pip"]
-        assert installs == (
-            [f'install --quiet "gpt2-from-scratch-grader @ {notebooks.GRADER_SOURCE}"'] if missing else []
-        )
+        assert installs == ([f'install --quiet "gpt2-from-scratch-grader @ {source}"'] if missing else [])
         assert magics[-1] == ("load_ext", "grader.notebooks")
