@@ -5,7 +5,8 @@ whole model uses the block, ...). Once every result of a run is known, a check t
 message, which of those parts fail ("your Attention fails its own check: fix attention first"), and its next step
 is to fix them unless it names a mistake of its own; a check that passed anyway says so in a note. Only the parts
 where the failures start are named: when the mask fails and so attention does, the whole model names the mask.
-A pure step over results: nothing is re-run.
+A check whose own code raised (its own file does not import, say) tells its own error first, and the failing
+parts in a note; a part stopped by that same error is not named at all. A pure step over results: nothing is re-run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .checks import Check, registry
 from .results import CheckResult
 
 BLAMED = ("fail", "error", "timeout")  # a check that is only todo says what to write next already
+UNCOMPILED = ("SyntaxError", "IndentationError", "TabError")  # errors of a file that never ran (wire's "Type: text")
 
 
 def used_by(check_id: str, graph: dict[str, Check]) -> set[str]:
@@ -59,12 +61,27 @@ def with_failing_parts(results: Sequence[CheckResult], checks: Sequence[Check] |
     return [blamed(result, first_failures(result.id, by_id, graph), graph) for result in results]
 
 
+def raised_in_own_file(result: CheckResult, graph: dict[str, Check]) -> bool:
+    """Whether the check's error is at a line of its own exercise file: its own code raised, or does not import."""
+    return result.error_place is not None and result.file == f"{graph[result.id].target.file}.py"
+
+
+def stopped_by(part: CheckResult, result: CheckResult, graph: dict[str, Check]) -> bool:
+    """Whether the part failed only by the check's own error: at the same line, one that is not the part's own
+    code (its package does not import) or never ran (a syntax error). A part's code raising there is the cause."""
+    same = part.error_place is not None and part.error_place == result.error_place
+    return same and (not raised_in_own_file(part, graph) or result.message.startswith(UNCOMPILED))
+
+
 def blamed(result: CheckResult, parts: list[CheckResult], graph: dict[str, Check]) -> CheckResult:
+    parts = [part for part in parts if not stopped_by(part, result, graph)]
     if not parts:
         return result
     states, ids = " and ".join(state(part, graph) for part in parts), " and ".join(part.id for part in parts)
     if result.status == "pass":
         return dataclasses.replace(result, notes=[*result.notes, f"passes, though {states}: fix {ids} too"])
+    if raised_in_own_file(result, graph) and all(part.error_place != result.error_place for part in parts):
+        return dataclasses.replace(result, notes=[*result.notes, f"{states}: fix {ids} too"])  # its own error first
     if result.status not in BLAMED:
         return result
     # A named mistake is still the next step; else the part's own check says what is wrong there.

@@ -49,6 +49,16 @@ class CheckResult:
         said = (self.message, self.divergence and f"where: {self.divergence}", next_step and f"next: {next_step}")
         return [line for line in said if line]
 
+    @property
+    def shown_diff(self) -> str:
+        """The max abs diff as every table shows it; empty where nothing was compared."""
+        return "" if self.max_abs_diff is None else f"{self.max_abs_diff:.2e}"
+
+    @property
+    def error_place(self) -> tuple[str | None, int] | None:
+        """Where the check's error came from, when it names a line of the learner's."""
+        return (self.file, self.line) if self.status == "error" and self.line is not None else None
+
     def to_dict(self) -> dict:
         fields = {key: value for key, value in asdict(self).items() if key != "figures"}
         return {"score": self.score, **fields, "max_abs_diff": finite_or_none(self.max_abs_diff)}

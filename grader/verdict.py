@@ -91,14 +91,23 @@ class Evidence:
         return [candidate.value for candidate in self.candidates(case)]
 
     def candidates(self, case: str) -> list[Candidate]:
-        """The tensors the learner's process kept on this case, each with its name and line."""
+        """The tensors the learner's process kept on this case, each with its name and line; a submodule's
+        input and output go by its path below the module under check, as the steps do."""
         records = self.reply.captures.get(case, [])
         keys = ((r, wire.CAPTURE.format(case=case, i=r.saved)) for r in records if r.saved is not None)
-        return [  # none when the case raised
-            Candidate(self.outcome.outputs[key], r.tag if r.kind == "modules" else r.name, r.file, r.line)
-            for r, key in keys
-            if key in self.outcome.outputs
-        ]
+        root, given, candidates = self.cases[case].weights or "", {}, []
+        for r, key in keys:
+            if key not in self.outcome.outputs:  # none when the case raised
+                continue
+            value, path = self.outcome.outputs[key], r.tag.removeprefix(root)
+            if r.kind != "modules":
+                candidates.append(Candidate(value, r.name, r.file, r.line))
+            elif r.name == "input":  # recorded as the submodule is called, before its output
+                given[r.tag] = value
+                candidates.append(Candidate(value, f"{path} input", r.file, r.line))
+            else:
+                candidates.append(Candidate(value, path, r.file, r.line, given.pop(r.tag, None)))
+        return candidates
 
 
 def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResult:
@@ -121,7 +130,7 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
         max_abs_diff=compared.max_abs_diff,
         expected_shape=compared.expected_shape,
         actual_shape=compared.actual_shape,
-        notes=list(ruling.notes),
+        notes=[*ruling.notes, *stand_in_note(outcome.reply)],
         file=file,
         line=line,
         seconds=round(outcome.seconds, 3),
@@ -150,17 +159,21 @@ def verdict(evidence: Evidence, where: wire.Place | None) -> Verdict:
         return Verdict("error", f"the check's process gave no output for {unanswered[0]}")
     compared = compare_cases(evidence)
     failure = compared.failure
+    unfinished = replace(compared, max_abs_diff=None)  # cases left uncompared: no one difference stands for them
     if outcome.status == "todo":
-        return Verdict("todo", f"{unwritten(check, where)} is not implemented yet" + at(where, code=False), compared)
+        message = f"{unwritten(check, where)} is not implemented yet" + at(where, code=False)
+        return Verdict("todo", message, unfinished)
     if failure:
         diagnosis = diagnose(evidence, failure.case) if failure.output_wrong else Diagnosis()
         return Verdict("fail", failure.message, compared, diagnosis)
     if outcome.status == "error":
-        return Verdict("error", reply.error + at(where) + raised_on(evidence), compared)
+        return Verdict("error", reply.error + at(where) + raised_on(evidence), unfinished)
     if reply.bad_output:
-        return Verdict("fail", f"{check.target.label} {reply.bad_output.problem} on {reply.bad_output.case}", compared)
+        return Verdict(
+            "fail", f"{check.target.label} {reply.bad_output.problem} (on {reply.bad_output.case})", unfinished
+        )
     if outcome.status != "ran" or len(reply.outputs) != len(evidence.cases):
-        return Verdict("error", "the check's process did not complete every case", compared)
+        return Verdict("error", "the check's process did not complete every case", unfinished)
     return Verdict("pass", "", compared, notes=tuple(notes(evidence)))
 
 
@@ -173,12 +186,17 @@ def notes(evidence: Evidence) -> list[str]:
     return evidence.check.notes(facts | {"reference_param_counts": evidence.reference_param_counts})
 
 
+def stand_in_note(reply: wire.Reply) -> list[str]:
+    """A check that ran on the grader's Transformer, the learner's failing, says so whatever its verdict."""
+    return [f"graded on GPT-2's Transformer: yours {reply.stand_in}"] if reply.stand_in else []
+
+
 def compare_cases(evidence: Evidence) -> Compared:
     """Compare every case the learner's code completed; the failure to report, if any.
 
     A case with a hint (an input built to expose one mistake) names that mistake only when no
     ordinary case fails too. Once one fails, `max_abs_diff` is that case's, the number its message
-    gives, not the largest over every case.
+    gives, not the largest over every case (see `reported_difference`).
     """
     check = evidence.check
     compare = check.comparison or allclose
@@ -192,8 +210,18 @@ def compare_cases(evidence: Evidence) -> Compared:
     failure = reported_failure(evidence, failures)
     # The shapes of the first case whose comparison gives them (those of text and of beams do not).
     shaped = next((c for c in comparisons.values() if c.actual_shape is not None), CaseComparison(False, ""))
-    max_abs_diff = comparisons[failure.case].max_abs_diff if failure else largest(comparisons.values())
+    max_abs_diff = reported_difference(comparisons, failure)
     return Compared(shaped.actual_shape, shaped.expected_shape, max_abs_diff, failure)
+
+
+def reported_difference(comparisons: dict[str, CaseComparison], failure: Failure | None) -> float | None:
+    """The table's max abs diff: of a pass, the largest over every case; of a failure, its case's where
+    values differ. None where none do: the output is right (an input modified in place), or was never
+    compared value by value (a shape, a NaN, which scores a mask hides)."""
+    if failure is None:
+        return largest(comparisons.values())
+    difference = comparisons[failure.case].max_abs_diff
+    return difference if failure.output_wrong and difference else None
 
 
 def case_failure(evidence: Evidence, case: str, comparison: CaseComparison) -> Failure | None:
@@ -248,9 +276,14 @@ def diagnose(evidence: Evidence, case: str) -> Diagnosis:
     """The known mistake the output matches, and where the computation first leaves the reference's:
     the line of the learner's code that produced the first value that differs, when it is known."""
     check = evidence.check
-    hint = matching_mistake(evidence.output(case), evidence.mistakes(case), check.tolerance, check.comparison)
+    actual, expected = evidence.output(case), evidence.expected[case]
+    hint = matching_mistake(actual, evidence.mistakes(case), check.tolerance, check.comparison, expected)
     divergence = first_divergence(
-        evidence.steps(case), evidence.candidates(case), check.tolerance, evidence.reference_name
+        evidence.steps(case),
+        evidence.candidates(case),
+        check.tolerance,
+        evidence.reference_name,
+        own_file=f"{check.target.file}.py",  # a sublayer's lines are its own check's to name
     )
     return Diagnosis(
         hint,

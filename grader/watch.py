@@ -61,30 +61,23 @@ def regraded(saved: Sequence[str], watched: Sequence[Check]) -> list[Check]:
     return [check for check in watched if check.target.file in stems]
 
 
-def error_place(result: CheckResult) -> tuple[str | None, int | None] | None:
-    """Where the check's error came from, when it names a line of the learner's."""
-    return (result.file, result.line) if result.status == "error" and result.line is not None else None
+STILL = {"fail": "still fails", "error": "still an error", "timeout": "still times out", "todo": "still to do"}
 
 
 def check_lines(results: Sequence[CheckResult]) -> list[Text]:
     """One line per regraded check, with its message unless it passes, and for a failing one the line
-    that says what to do. Checks whose errors come from the same line share one line, the first one's:
-    a syntax error stops every check of its file, and the message names the place."""
-    width = max(len(result.id) for result in results)
-    same_place: dict[tuple, list[str]] = {}
-    for result in results:
-        if error_place(result):
-            same_place.setdefault(error_place(result), []).append(result.id)
+    that says what to do. Checks stopped by one identical error share one line (a syntax error stops
+    every check of its file), as in the terminal's table."""
+    groups = [(text.group_label([result.id for result in group]), group) for group in text.shared_errors(results)]
+    width = max(len(label) for label, _ in groups)
     lines = []
-    for result in results:
-        names = same_place.get(error_place(result), [result.id])
-        if names[0] != result.id:
-            continue  # said on the line of the first check with an error there
+    for label, group in groups:
+        result = group[0]
         lines.append(
             Text.assemble(
-                f"  {', '.join(names):<{width}}  ",
+                f"  {label:<{width}}  ",
                 (f"{result.status.upper():<8}", text.STYLES[result.status]),
-                f"{result.score}/{result.max_score}",
+                text.points(group),
                 f"  {result.message}" if result.status != "pass" else "",
             )
         )
@@ -94,17 +87,35 @@ def check_lines(results: Sequence[CheckResult]) -> list[Text]:
     return lines
 
 
-def changes_line(before: dict[str, str], results: Sequence[CheckResult]) -> Text:
-    """What the statuses did since the last run: "attention: fail -> pass; newly failing: block (pass -> error)"."""
-    moved = [(result.id, before[result.id], result.status) for result in results if before[result.id] != result.status]
-    if not moved:
+def change(before: CheckResult, now: CheckResult) -> str | None:
+    """How a check moved since the last run: "fail -> pass", or for one that still does not pass, its
+    new reason ("still fails, now: ..."); None when it did not."""
+    if before.status != now.status:
+        return f"{before.status} -> {now.status}"
+    if now.status != "pass" and before.message != now.message:
+        return f"{STILL[now.status]}, now: {now.message}"
+    return None
+
+
+def changes_line(before: dict[str, CheckResult], results: Sequence[CheckResult]) -> Text:
+    """What changed since the last run: "attention: fail -> pass; newly failing: block (pass -> error)";
+    the checks stopped by one error, in one phrase."""
+    moves: dict[tuple, list[CheckResult]] = {}
+    for result in results:
+        moved = change(before[result.id], result)
+        if moved:
+            moves.setdefault((moved, text.error_key(result)), []).append(result)
+    if not moves:
         return Text("  since the last run: no change", style="dim")
-    phrases = [
-        f"newly failing: {check} ({old} -> {new})" if old == "pass" else f"{check}: {old} -> {new}"
-        for check, old, new in moved
-    ]
-    regressed = any(old == "pass" for _, old, _ in moved)
-    return Text("  since the last run: " + "; ".join(phrases), style="bold red" if regressed else "bold green")
+    phrases = []
+    for (moved, _), group in moves.items():
+        label = text.group_label([result.id for result in group])
+        newly_failing = before[group[0].id].status == "pass"
+        phrases.append(f"newly failing: {label} ({moved})" if newly_failing else f"{label}: {moved}")
+    regressed = any(before[result.id].status == "pass" != result.status for result in results)
+    moved_any = any(before[result.id].status != result.status for result in results)
+    style = "bold red" if regressed else "bold green" if moved_any else "bold yellow"
+    return Text("  since the last run: " + "; ".join(phrases), style=style)
 
 
 def score_line(results: Sequence[CheckResult]) -> Text:
@@ -149,7 +160,7 @@ class Watch:
             console.print(Text(f"{stamp} {', '.join(saved)} saved: no watched check grades it", style="dim"))
             return
         console.print(Text(f"{stamp} {', '.join(saved)} saved: {' '.join(c.id for c in checks)}", style="bold"))
-        before = {check.id: self.latest[check.id].status for check in checks}
+        before = {check.id: self.latest[check.id] for check in checks}
         results = self.grade(checks).checks
         for line in [
             *(line for result in results for line in text.trace(result)),

@@ -26,6 +26,9 @@ from pydantic import AfterValidator, NonNegativeInt, TypeAdapter, ValidationErro
 # What a check's process says about its run. "timeout", "crashed" and "memory" are never in a
 # reply: the fork server and the grader decide them from the process's end.
 Status = Literal["ran", "todo", "error", "weights", "forbidden"]
+# Why a check ran the learner's functions on the grader's stand-in Transformer: the learner's Transformer ...
+# (grader.drivers.stand_in_transformer)
+StandIn = Literal["does not import", "fails its own check"]
 Ending = Literal["answered", "timeout", "crashed", "memory"]
 REPLY_FILE, OUTPUTS_FILE = "reply.json", "outputs.safetensors"
 READY = "ready"  # the worker's first line: torch is imported, so a check's time starts with its request
@@ -181,6 +184,7 @@ class Reply:
     param_counts: dict[Text, int] = field(default_factory=dict)
     captures: dict[Text, list[Record]] = field(default_factory=dict)
     parameters: list[ParameterShape] = field(default_factory=list)
+    stand_in: StandIn | None = None  # why the check ran on the grader's Transformer, not the learner's
 
 
 REPLY = TypeAdapter(Reply)

@@ -33,6 +33,9 @@ class Session:
         self.root = Path(tempfile.mkdtemp(prefix="gpt2-grader-tests-"))
         self.saved = {key: os.environ.get(key) for key in CACHE_KEYS}
         self.build: ReferenceBuild | None = None
+        self.variants: dict[Path, Path] = {}  # each package write_variant wrote: the package it copied
+        self.variants_checked = 0  # reports of those packages the where invariant was checked on
+        self.where_violations: list[tuple[str, str]] = []  # (the test that graded it, what broke the invariant)
 
     def isolate(self) -> None:
         grader, hub = self.root / "grader", self.root / "hf-empty"
@@ -87,11 +90,17 @@ def pytest_sessionstart(session):
     SESSION.isolate()
 
 
+# Asserts what every grading of a variant found, so it runs after them all.
+WHERE_INVARIANT = "test_where_invariant.py::test_every_variant_graded_in_this_session_keeps_the_where_invariant"
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected: a selection that needs no reference builds none
 def pytest_collection_modifyitems(config, items):
-    """The tests that need no reference first: they run while it is built."""
+    """The tests that need no reference first: they run while it is built; the where invariant's last."""
     items.sort(key=reference_need)
     if items and reference_need(items[-1]) and not config.option.collectonly:
         SESSION.start_building()
+    items.sort(key=lambda item: item.nodeid.endswith(WHERE_INVARIANT))
 
 
 def pytest_sessionfinish(session):
@@ -134,7 +143,7 @@ def grade(reference):
     def run(package: Path, *check_ids: str, **limits):
         key, checks, where = Limits(**limits).settled(), select(check_ids), Path(package).resolve()
         if where not in (SOLUTIONS, EXERCISES) or key != Limits().settled() or not key.fork:
-            return graded(package, checks, key)
+            return keeping_the_where_invariant(graded(package, checks, key), where, reference)
         if where not in graded_in_full:
             graded_in_full[where] = graded(package, select(()), key)
         return selected(graded_in_full[where], [check.id for check in checks])
@@ -142,6 +151,21 @@ def grade(reference):
     yield run
     for processes in shared.values():
         processes.close()
+
+
+def keeping_the_where_invariant(report: Report, package: Path, reference) -> Report:
+    """The report, once what it says of a variant is checked against the where invariant (test_where_invariant)."""
+    if package in SESSION.variants:
+        from test_where_invariant import where_invariant
+
+        def steps_of(check_id: str) -> set[str]:
+            return {label for case in reference.cases(check_id) for label in case.steps}
+
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").removesuffix(" (call)")
+        found = where_invariant(report, package, SESSION.variants[package], steps_of)
+        SESSION.where_violations += [(test, problem) for problem in found]
+        SESSION.variants_checked += 1
+    return report
 
 
 def selected(report: Report, check_ids: list[str]) -> Report:
@@ -164,6 +188,7 @@ def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base
             assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {file}"
             text = text.replace(old, new)
         path.write_text(text)
+    SESSION.variants[package.resolve()] = Path(base).resolve()
     return package
 
 

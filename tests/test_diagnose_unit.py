@@ -12,6 +12,7 @@ from grader.diagnose import (
     expected_shape,
     first_divergence,
     join_steps,
+    matches_step,
     matching_mistake,
     same_up_to_axis_order,
 )
@@ -100,6 +101,90 @@ def test_first_divergence_is_none_when_every_step_matches_or_nothing_can_be_blam
     assert first_divergence(STEPS, [Candidate(Q + 5, "x")], TIGHT) is None  # an argument: no line of the learner's
 
 
+MASKED = np.array([[1.0, -INF], [2.0, 3.0]])  # GPT-2's scores after its mask
+
+
+def test_scores_match_a_masked_step_where_its_mask_keeps_them():
+    """Named before the mask or after it, the learner's scores are GPT-2's; a kept score changed is not."""
+    assert matches_step(np.array([[1.0, 7.0], [2.0, 3.0]]), MASKED, TIGHT)
+    assert matches_step(np.array([[1.0, -1e9], [2.0, 3.0]]), MASKED, TIGHT)
+    assert not matches_step(np.array([[1.0, 7.0], [-INF, 3.0]]), MASKED, TIGHT)
+    assert not matches_step(np.array([[1, 7], [2, 3]]), MASKED, TIGHT)  # integers are never a float step
+
+
+def test_a_tensor_matches_a_step_it_broadcasts_to_over_leading_axes():
+    """(posn, d_model) or (1, posn, d_model) for (batch, posn, d_model): the same values wherever it is added."""
+    rows = A[0]
+    assert matches_step(rows, np.stack([rows, rows]), TIGHT)
+    assert matches_step(rows[None], np.stack([rows, rows]), TIGHT)
+    assert matches_step(rows[None, None], np.stack([rows, rows]), TIGHT)  # more leading axes of size 1
+    assert not matches_step(rows, np.stack([rows, rows + 1]), TIGHT)
+    assert not matches_step(A[0, 0], np.ones((2, 3, 3)), TIGHT)  # a trailing axis of another length
+    assert not matches_step(np.ones(4), np.ones((2, 3, 4)) * 2, TIGHT)
+
+
+BLOCK_STEPS = [("ln1", Q), ("attn", Q + 1), ("resid_mid", Q + 2)]
+
+
+def test_a_line_of_another_file_is_never_blamed():
+    """A sublayer's own tensors, computed in its file, never stand for a step of the module under check."""
+    candidates = [Candidate(Q, "ln1", "block.py", 5), Candidate(Q + 9, "normalized", "normalization.py", 27)]
+    assert first_divergence(BLOCK_STEPS, candidates, TIGHT, own_file="block.py") is None
+    divergence = first_divergence(BLOCK_STEPS, candidates, TIGHT, own_file="normalization.py")
+    assert (divergence.file, divergence.line) == ("normalization.py", 27)  # the same tensors, as that file's own
+
+
+def test_a_tensor_named_for_a_step_that_holds_an_earlier_steps_value_is_said_to():
+    candidates = [Candidate(Q, "ln1", "block.py", 5), Candidate(Q + 1, "resid_mid", "block.py", 5)]
+    divergence = first_divergence(BLOCK_STEPS, candidates, TIGHT, own_file="block.py")
+    assert divergence == Divergence(
+        "ln1, attn match GPT-2; resid_mid is the first step that does not: your resid_mid equals attn (block.py:5)",
+        "block.py",
+        5,
+    )
+
+
+def test_a_step_matched_then_made_again_wrong_under_its_name_differs_where_its_values_were_made():
+    """Scores matched before the mask, then masked wrong by a helper: the helper's line, not the caller's."""
+    steps = [("q", Q), ("attn_scores", SCORES), ("attn_pattern", SCORES / 3)]
+    candidates = [
+        Candidate(Q, "q", "attention.py", 2),
+        Candidate(SCORES, "scores", "attention.py", 3),
+        Candidate(SCORES - 1, "return of mask", "attention.py", 9),
+        Candidate(SCORES - 1, "attn_scores_masked", "attention.py", 4),
+        Candidate(SCORES / 2, "attn_pattern", "attention.py", 5),
+    ]
+    assert first_divergence(steps, candidates, TIGHT) == Divergence(
+        "q matches GPT-2; attn_scores is the first step that does not (attention.py:9)", "attention.py", 9
+    )
+
+
+MODEL_STEPS = [("embed", Q), ("blocks.0", Q + 1), ("blocks.1", Q + 2)]
+
+
+def test_a_submodule_that_differs_on_the_right_input_is_not_located():
+    candidates = [Candidate(Q, "embed", "model.py", 3), Candidate(Q + 5, "blocks.0", "model.py", 4, given=Q)]
+    divergence = first_divergence(MODEL_STEPS, candidates, TIGHT, own_file="model.py")
+    assert divergence == Divergence(
+        "embed matches GPT-2; blocks.0 is the first step that does not, though it was given the right input: "
+        "cannot locate the difference inside your blocks.0"
+    )
+
+
+def test_a_submodule_given_the_wrong_input_is_at_the_line_that_called_it():
+    candidates = [Candidate(Q, "embed", "model.py", 3), Candidate(Q + 5, "blocks.0", "model.py", 4, given=Q * 2)]
+    divergence = first_divergence(MODEL_STEPS, candidates, TIGHT, own_file="model.py")
+    assert divergence == Divergence(
+        "embed matches GPT-2; blocks.0 is the first step that does not (model.py:4)", "model.py", 4
+    )
+
+
+def test_token_ids_are_the_right_input_of_the_first_submodule():
+    tokens = np.array([[3, 1, 4]])
+    candidates = [Candidate(Q + 5, "embed", "model.py", 3, given=tokens)]
+    assert "cannot locate the difference inside your embed" in first_divergence(MODEL_STEPS, candidates, TIGHT).text
+
+
 def test_join_steps_shortens_runs_of_numbered_blocks():
     labels = ["embed", "pos_embed", *(f"blocks.{i}" for i in range(4)), "ln_final"]
     assert join_steps(labels) == "embed, pos_embed, blocks.0-blocks.3, ln_final"
@@ -120,6 +205,17 @@ def test_matching_mistake_names_the_first_mistake_the_output_equals():
     assert matching_mistake(X + 1, MISTAKES, TIGHT) == "plus one"
     assert matching_mistake(X.T + 1e-6, MISTAKES, TIGHT) == "transposed"
     assert matching_mistake(X * 2, MISTAKES, TIGHT) is None
+
+
+def test_matching_mistake_never_names_a_mistake_that_changes_nothing_on_this_input():
+    """eps outside the square root is GPT-2's answer where the variance is large: an output that fails there
+    and is near both is not that mistake's doing."""
+    right, absolute = X * 2, Tolerance(atol=1e-4, rtol=0.0)
+    mistakes = [("changes nothing here", right + 5e-5), ("plus one", right + 1)]
+    failing = right + 1.2e-4  # beyond the tolerance of the answer, within it of the first mistake
+    assert matching_mistake(failing, mistakes, absolute) == "changes nothing here"  # without the answer
+    assert matching_mistake(failing, mistakes, absolute, expected=right) is None
+    assert matching_mistake(right + 1, mistakes, absolute, expected=right) == "plus one"
 
 
 def test_matching_mistake_skips_mistakes_of_another_shape():

@@ -120,7 +120,10 @@ def test_a_block_bug_is_localised_to_its_block(grade, tmp_path):
     )
     result = by_id(grade(package, "transformer"))["transformer"]
     assert result.status == "fail"
-    text = "embed, pos_embed, blocks.0-blocks.4 match the random reference; blocks.5 is the first step that does not"
+    text = (
+        "embed, pos_embed, resid_pre, blocks.0-blocks.4 match the random reference; "
+        "blocks.5 is the first step that does not"
+    )
     assert_points_at(result, package, "transformer.py", text, "block is not self.blocks[5]")
 
 

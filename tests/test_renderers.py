@@ -7,14 +7,17 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 from conftest import REPO
+from rich.console import Console
 
 from grader.cli import chosen_renderers, parser
-from grader.render import RENDERERS
+from grader.render import RENDERERS, html, text
+from grader.render import json as json_renderer
 from grader.results import CheckResult, Report
 
 REPORT = Report("random", "/tmp/package", [CheckResult("embed", "model", "token embedding", "pass", 1)])
@@ -109,3 +112,45 @@ def test_watch_refuses_every_renderer_but_the_terminals(module, tmp_path, capsys
 
     assert main([*argv, "--solutions"]) == 2
     assert "--watch reports in the terminal only" in capsys.readouterr().err
+
+
+SYNTAX = {"message": "SyntaxError: invalid syntax (attention.py, line 3)", "file": "attention.py", "line": 3}
+STOPPED = Report(
+    "random",
+    "/tmp/package",
+    [
+        CheckResult("layernorm", "model", "", "pass", 2, max_abs_diff=2.5e-7),
+        CheckResult("attention.causal_mask", "model", "", "error", 1, **SYNTAX),
+        CheckResult("attention", "model", "", "error", 3, **SYNTAX),
+        CheckResult("mlp", "model", "", "fail", 2, "differs from GPT-2 on blocks.0.prompt: output shape (9, 768)"),
+    ],
+)
+
+
+def terminal_rows(report: Report) -> tuple[list[list[str]], list[str]]:
+    """The table's rows, cell by cell, and every line shown."""
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    console.print(text.render(report))
+    lines = console.file.getvalue().splitlines()
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if line.startswith("│")], lines
+
+
+def test_the_table_shows_one_row_for_the_checks_one_error_stops_and_every_other_format_each_check():
+    rows, lines = terminal_rows(STOPPED)
+    assert [row[:3] for row in rows] == [
+        ["layernorm", "PASS", "2/2"],
+        ["attention.* (2 checks)", "ERROR", "0/4"],
+        ["mlp", "FAIL", "0/2"],
+    ]
+    assert sum("SyntaxError" in line for line in lines) == 1  # one paragraph below the table too
+    assert any(line.startswith("attention.* (2 checks) (error): SyntaxError") for line in lines)
+    assert "score 2/8 (1 pass, 1 fail, 2 error)" in " ".join(lines)
+    written = json.loads(json_renderer.render(STOPPED))
+    assert [check["id"] for check in written["checks"]] == ["layernorm", "attention.causal_mask", "attention", "mlp"]
+
+
+def test_the_max_abs_diff_cell_is_empty_where_nothing_was_compared_in_every_table():
+    rows, _ = terminal_rows(STOPPED)
+    assert [row[4] for row in rows] == ["2.50e-07", "", ""]
+    cells = re.findall(r"<tr><td>[^<]*</td><td[^>]*>[A-Z]+</td><td>[^<]*</td><td>([^<]*)</td>", html.render(STOPPED))
+    assert cells == ["2.50e-07", "", "", ""]

@@ -13,7 +13,7 @@ import pytest
 
 from grader import wire
 from grader.checks import Check, Target
-from grader.compare import CaseComparison, allclose
+from grader.compare import CaseComparison, allclose, causal_mask
 from grader.runner import Outcome
 from grader.types import Tolerance
 from grader.verdict import Evidence, judge, largest, verdict
@@ -222,11 +222,59 @@ def test_the_shapes_are_those_of_the_first_case_whose_comparison_gives_them():
     assert (result.status, result.actual_shape, result.expected_shape) == ("pass", [2, 3], [2, 3])
 
 
-def test_a_todo_still_reports_what_its_completed_cases_compared():
+def test_a_todo_keeps_its_completed_cases_shapes_but_no_difference():
+    """No one number stands for cases never compared: the table's max abs diff is the message's or none."""
     reply = wire.Reply("todo", outputs=["small"], error="NotImplementedError")
     result = judge(CHECK, Outcome("todo", reply, {"small/out": X}), ONE_CASE)
-    assert (result.status, result.max_abs_diff, result.actual_shape) == ("todo", 6.0, [2, 3])
+    assert (result.status, result.max_abs_diff, result.actual_shape) == ("todo", None, [2, 3])
     assert result.hint is None and result.divergence is None
+
+
+# --- the max abs diff: a magnitude, and only where values were compared and differ ----------------
+
+TWO_CASES = StandInReference([case("a"), case("b")], {"a": 2 * X, "b": 2 * X})
+
+
+def test_an_error_after_right_cases_shows_no_difference():
+    """A PosEmbed that takes no offset matches on the first cases, then raises: not 0.00e+00 beside ERROR."""
+    reply = wire.Reply("error", outputs=["a"], error="TypeError: forward() got an unexpected keyword argument")
+    result = judge(CHECK, Outcome("error", reply, {"a/out": 2 * X}), TWO_CASES)
+    assert (result.status, result.max_abs_diff) == ("error", None)
+
+
+def test_a_bad_output_after_right_cases_shows_no_difference():
+    reply = wire.Reply("ran", outputs=["a"], bad_output=wire.BadOutput("b", "returned None: is its `return` missing?"))
+    result = judge(CHECK, Outcome("ran", reply, {"a/out": 2 * X}), TWO_CASES)
+    assert (result.status, result.max_abs_diff) == ("fail", None)
+    assert result.message == "double returned None: is its `return` missing? (on b)"
+
+
+@pytest.mark.parametrize(
+    "output",
+    [X.T, np.full_like(X, np.nan)],
+    ids=["shape mismatch", "non-finite output"],
+)
+def test_a_failure_not_compared_value_by_value_has_no_difference(output):
+    result = judge(CHECK, ran({"small/out": output}), ONE_CASE)
+    assert (result.status, result.max_abs_diff) == ("fail", None)
+
+
+def test_a_mask_that_hides_the_wrong_scores_has_no_difference():
+    """Which scores are masked is wrong; the visible ones it compares agree: 0.0 would say nothing differs."""
+    scores = np.array([[1.0, -np.inf], [2.0, 3.0]])
+    masking = replace(CHECK, comparison=causal_mask)
+    reference = StandInReference([case()], {"small": scores})
+    leaked = judge(masking, ran({"small/out": np.array([[1.0, 5.0], [2.0, 3.0]])}), reference)
+    assert leaked.status == "fail" and "not masked" in leaked.message and leaked.max_abs_diff is None
+    changed = judge(masking, ran({"small/out": np.array([[1.0, -np.inf], [2.0, 3.5]])}), reference)
+    assert changed.message.endswith("max abs diff 0.5") and changed.max_abs_diff == 0.5
+
+
+def test_an_input_modified_in_place_shows_no_difference():
+    watching = replace(CHECK, watch_inputs=True)
+    reference = StandInReference([case()], {"small": 2 * X}, inputs={"small/arg0": X})
+    result = judge(watching, ran({"small/out": 2 * X, "small/arg0_after": 2 * X}), reference)
+    assert (result.status, result.max_abs_diff) == ("fail", None)
 
 
 def test_a_nan_difference_is_never_the_largest():

@@ -96,7 +96,9 @@ def test_a_syntax_error_is_one_line_for_its_files_checks_and_other_files_are_ign
     broken = next_report(child)
     assert broken[0].endswith("attention.py saved: attention.causal_mask attention")  # not layernorm
     errors = [line for line in broken if "SyntaxError" in line]
-    assert len(errors) == 1 and errors[0].split()[:3] == ["attention.causal_mask,", "attention", "ERROR"]
+    assert len(errors) == 1 and errors[0].split()[:4] == ["attention.*", "(2", "checks)", "ERROR"], broken
+    (changed,) = [line for line in broken if "since the last run" in line]
+    assert changed.strip() == "since the last run: newly failing: attention.* (2 checks) (pass -> error)"
 
     (package / "notes.txt").write_text("not python")
     (package / "__pycache__").mkdir()
@@ -134,32 +136,59 @@ def result(check_id: str, status: str, **fields) -> CheckResult:
     return CheckResult(check_id, "model", "", status, 1, **fields)
 
 
+def by_id(*results: CheckResult) -> dict[str, CheckResult]:
+    return {result.id: result for result in results}
+
+
 def test_what_changed_names_each_move_and_each_check_that_stopped_passing():
-    now = [result("a", "pass"), result("b", "fail"), result("c", "fail")]
-    line = changes_line({"a": "fail", "b": "pass", "c": "fail"}, now).plain
+    now = [result("a", "pass"), result("b", "fail", message="differs"), result("c", "fail", message="differs")]
+    before = by_id(result("a", "fail", message="differs"), result("b", "pass"), result("c", "fail", message="differs"))
+    line = changes_line(before, now).plain
     assert line == "  since the last run: a: fail -> pass; newly failing: b (pass -> fail)"
-    assert changes_line({"a": "pass"}, [result("a", "pass")]).plain == "  since the last run: no change"
+    assert changes_line(by_id(result("a", "pass")), [result("a", "pass")]).plain == "  since the last run: no change"
 
 
-def test_errors_from_one_line_share_a_line_and_a_failure_gets_its_next_step():
-    syntax = {"message": "SyntaxError: invalid syntax (attention.py, line 3)", "file": "attention.py", "line": 3}
+def test_what_changed_notices_a_new_reason_for_a_check_that_still_fails():
+    before = by_id(result("attention", "fail", message="differs from GPT-2 on blocks.0.prompt: max abs diff 0.5"))
+    now = [result("attention", "fail", message="differs from GPT-2 on blocks.0.prompt: output shape (2, 9)")]
+    assert changes_line(before, now).plain == (
+        "  since the last run: attention: still fails, now: differs from GPT-2 on blocks.0.prompt: output shape (2, 9)"
+    )
+
+
+SYNTAX = {"message": "SyntaxError: invalid syntax (attention.py, line 3)", "file": "attention.py", "line": 3}
+
+
+def test_one_error_that_stops_a_files_checks_is_one_phrase_of_what_changed():
+    before = by_id(result("attention.causal_mask", "pass"), result("attention", "pass"), result("layernorm", "pass"))
+    now = [result("attention.causal_mask", "error", **SYNTAX), result("attention", "error", **SYNTAX)]
+    now.append(result("layernorm", "fail", message="differs"))
+    assert changes_line(before, now).plain == (
+        "  since the last run: newly failing: attention.* (2 checks) (pass -> error); "
+        "newly failing: layernorm (pass -> fail)"
+    )
+    moved = {**SYNTAX, "message": "SyntaxError: invalid syntax (attention.py, line 4)", "line": 4}
+    again = [result("attention.causal_mask", "error", **moved), result("attention", "error", **moved)]
+    assert changes_line(by_id(*now), again).plain == (
+        f"  since the last run: attention.* (2 checks): still an error, now: {moved['message']}"
+    )
+
+
+def test_checks_stopped_by_one_error_share_a_line_and_a_failure_gets_its_next_step():
+    other = {**SYNTAX, "message": "NameError: name 'x' is not defined (attention.py:3)"}
     shown = [
         line.plain
         for line in check_lines(
             [
-                result("attention.causal_mask", "error", **syntax),
-                result(
-                    "attention",
-                    "error",
-                    **{**syntax, "message": "fix attention.causal_mask first; " + syntax["message"]},
-                ),
+                result("attention.causal_mask", "error", **SYNTAX),
+                result("attention", "error", **SYNTAX),
                 result("layernorm", "fail", message="differs", hint="eps outside the square root"),
+                result("block", "error", **other),  # another error at the same line: a line of its own
             ]
         )
     ]
-    assert [line.split()[:3] for line in shown[:1]] == [["attention.causal_mask,", "attention", "ERROR"]]
-    assert (
-        shown[1].split()[:2] == ["layernorm", "FAIL"]
-        and shown[2].strip() == "next: most likely: eps outside the square root"
-    )
-    assert len(shown) == 3
+    assert shown[0].split()[:5] == ["attention.*", "(2", "checks)", "ERROR", "0/2"]
+    assert shown[0].endswith(SYNTAX["message"])
+    assert shown[1].split()[:2] == ["layernorm", "FAIL"]
+    assert shown[2].strip() == "next: most likely: eps outside the square root"
+    assert shown[3].split()[:2] == ["block", "ERROR"] and len(shown) == 4

@@ -11,10 +11,12 @@ import shutil
 import numpy as np
 import pytest
 from conftest import EXERCISES, by_id, write_variant
+from test_mistakes import POSITIONS, SCALED
 from test_sampling import raise_line
 
 from grader.checks import Tolerance
 from grader.diagnose import Candidate, first_divergence
+from grader.render import github
 
 STEPS_BY_NAME = """        residual_mean = residual.mean(dim=-1, keepdim=True)
         residual_var = residual.var(dim=-1, keepdim=True, unbiased=False)
@@ -61,7 +63,7 @@ def test_an_inline_layernorm_written_wrong_points_at_its_return(grade, tmp_path)
     assert result.status == "fail" and EPS_HINT in result.hint, said(result)
     assert "already differs" not in said(result)
     assert result.divergence == (
-        "std, normalized are not among the tensors your code names; "
+        "mean, var, std, normalized are not among the tensors your code names; "
         f"output is the first step that differs (normalization.py:{line})"
     )
     assert (result.file, result.line) == ("normalization.py", line)
@@ -72,7 +74,7 @@ def test_a_step_named_wrong_points_at_its_assignment(grade, tmp_path):
     line = line_of(package, "normalization.py", NORMALIZED_EPS_OUTSIDE.splitlines()[0])
     assert result.status == "fail" and EPS_HINT in result.hint, said(result)
     assert result.divergence == (
-        "std is not among the tensors your code names; "
+        "mean, var, std are not among the tensors your code names; "
         f"normalized is the first step that differs (normalization.py:{line})"
     )
     assert (result.file, result.line) == ("normalization.py", line)
@@ -82,10 +84,114 @@ def test_a_named_step_that_differs_is_said_to_differ_at_its_line(grade, tmp_path
     wrong_std = "        residual_std = residual_var.sqrt() + self.cfg.layer_norm_eps\n"
     package, result = layernorm(grade, tmp_path, STEPS_BY_NAME.replace(STEPS_BY_NAME.splitlines(True)[2], wrong_std))
     line = line_of(package, "normalization.py", wrong_std)
-    assert (
-        result.divergence == f"std, the first step, already differs from the random reference (normalization.py:{line})"
+    assert result.divergence == (
+        f"mean, var match the random reference; std is the first step that does not (normalization.py:{line})"
     )
     assert result.line == line and EPS_HINT in result.hint
+
+
+# --- where never blames correct code ------------------------------------------------------------------
+
+# eps outside the square root, the statistics named, the rest inline: nothing the code names is a std.
+NAMED_STATISTICS_EPS_OUTSIDE = f"""        mean = {MEAN}
+        var = {VAR}
+        x = (residual - mean) / (var.sqrt() + {EPS})
+        return x * self.w + self.b
+"""
+# Right code that fails on the small-variance case only: E[x^2] - E[x]^2 loses its digits there.
+VARIANCE_BY_MOMENTS = STEPS_BY_NAME.replace(VAR, "(residual**2).mean(dim=-1, keepdim=True) - residual_mean**2")
+ASSERTS_A_VARIANCE = STEPS_BY_NAME.replace(
+    "        residual_std", "        assert (residual_var > 0).all()\n        residual_std"
+)
+ADD_EPS = "inside the square root"
+MASKED_THEN_SOFTMAX = (
+    f"        attn_scores_masked = self.apply_causal_mask({SCALED})\n"
+    "        attn_pattern = attn_scores_masked.softmax(dim=-1)\n"
+)
+SCALED_SCORES = "        attn_scores = attn_scores / self.cfg.d_head**0.5\n"
+MASK_AFTER_SOFTMAX = {
+    "masked with -inf": SCALED_SCORES + "        attn_pattern = self.apply_causal_mask(attn_scores.softmax(dim=-1))\n",
+    "zeroed by tril": SCALED_SCORES + "        attn_pattern = attn_scores.softmax(dim=-1).tril()\n",
+}
+# (posn, d_model): it broadcasts when added to the token embedding, so the whole model is right with it.
+BROADCAST_POSITIONS = {
+    "embedding.py": [(POSITIONS, "return self.W_pos[past_kv_pos_offset : past_kv_pos_offset + seq_len]")]
+}
+
+
+def test_a_block_without_the_attention_residual_points_at_its_resid_mid(grade, tmp_path):
+    """Not at the line of the LayerNorm the wrong stream then reaches: the annotation lands on block.py too."""
+    package = write_variant(tmp_path, {"block.py": [("resid_mid = resid_pre + self.attn(", "resid_mid = self.attn(")]})
+    report = grade(package, "block")
+    result = by_id(report)["block"]
+    line = line_of(package, "block.py", "resid_mid = self.attn(self.ln1(resid_pre))")
+    assert result.divergence == (
+        "ln1, attn match the random reference; resid_mid is the first step that does not: "
+        f"your resid_mid equals attn (block.py:{line})"
+    )
+    assert (result.file, result.line) == ("block.py", line)
+    (error,) = [command for command in github.annotations(report, tmp_path) if command.startswith("::error")]
+    assert error.startswith(f"::error file=pkg/block.py,line={line},")
+
+
+def test_eps_outside_with_named_statistics_lands_on_the_line_that_divides(grade, tmp_path):
+    package, result = layernorm(grade, tmp_path, NAMED_STATISTICS_EPS_OUTSIDE)
+    line = line_of(package, "normalization.py", NAMED_STATISTICS_EPS_OUTSIDE.splitlines()[2])
+    assert result.divergence == (
+        "mean, var match the random reference; std is not among the tensors your code names; "
+        f"normalized is the first step that differs (normalization.py:{line})"
+    )
+    assert EPS_HINT in result.hint
+
+
+@pytest.mark.parametrize("written", MASK_AFTER_SOFTMAX)
+def test_a_mask_after_the_softmax_is_located_at_the_pattern_and_named(written, grade, tmp_path):
+    """The scores named before the mask are compared with GPT-2's where its mask keeps them: they match."""
+    body = MASK_AFTER_SOFTMAX[written]
+    package = write_variant(tmp_path, {"attention.py": [(MASKED_THEN_SOFTMAX, body)]})
+    result = by_id(grade(package, "attention"))["attention"]
+    line = line_of(package, "attention.py", body.splitlines()[1])
+    assert result.divergence == (
+        f"q, k, v, attn_scores match the random reference; attn_pattern is the first step that does not "
+        f"(attention.py:{line})"
+    )
+    assert result.hint.startswith("the mask is applied after the softmax"), result.hint
+
+
+def test_a_broadcast_pos_embed_is_never_blamed_by_the_whole_model(grade, tmp_path):
+    edits = BROADCAST_POSITIONS | {
+        "transformer.py": [("self.unembed(self.ln_final(residual))", "self.unembed(residual)")]
+    }
+    package = write_variant(tmp_path, edits)
+    result = by_id(grade(package, "transformer"))["transformer"]
+    line = line_of(package, "transformer.py", "return self.unembed(residual)")
+    assert result.divergence == (
+        "embed, pos_embed, resid_pre, blocks.0-blocks.11 match the random reference; ln_final is not among the "
+        f"tensors your code names; unembed is the first step that differs (transformer.py:{line})"
+    )
+
+
+def test_a_block_that_differs_on_the_right_input_is_not_located_by_the_whole_model(grade, tmp_path):
+    """The difference is inside the learner's block, which the whole model's steps do not reach: no line of
+    transformer.py (right) or of block.py (a sublayer's call, which need not be the wrong line) is named."""
+    edits = BROADCAST_POSITIONS | {"block.py": [("resid_post = resid_mid + self.mlp(", "resid_post = self.mlp(")]}
+    result = by_id(grade(write_variant(tmp_path, edits), "transformer"))["transformer"]
+    assert result.divergence == (
+        "embed, pos_embed, resid_pre match the random reference; blocks.0 is the first step that does not, "
+        "though it was given the right input: cannot locate the difference inside your blocks.0"
+    )
+
+
+def test_right_eps_failing_on_small_variances_is_not_told_to_move_eps(grade, tmp_path):
+    _, result = layernorm(grade, tmp_path, VARIANCE_BY_MOMENTS)
+    assert result.status == "fail" and "on small_variance" in result.message, result.message
+    assert ADD_EPS not in result.message and result.hint is None, (result.message, result.hint)
+
+
+def test_right_eps_with_an_assert_that_fails_is_not_told_to_move_eps(grade, tmp_path):
+    _, result = layernorm(grade, tmp_path, ASSERTS_A_VARIANCE)
+    assert result.status == "error" and "AssertionError" in result.message and "on constant_vectors" in result.message
+    assert ADD_EPS not in result.message, result.message
 
 
 # --- the comparison itself, on made-up tensors --------------------------------------------------

@@ -127,11 +127,12 @@ def attend(
     b_O: Tensor,
     scale: float,
     hidden: str = "future",
-    mask_after_softmax: bool = False,
+    filled_after_softmax: float | None = None,
     softmax_dim: int = -1,
     **written,
 ) -> Tensor:
-    """Attention from q, k and v, with the switches the classic mistakes flip; `written` flips how the
+    """Attention from q, k and v, with the switches the classic mistakes flip (`filled_after_softmax`: the
+    mask applied to the pattern, with that value, instead of to the scores); `written` flips how the
     mask and the softmax are written: mask_zeros (a mask from the values), by_hand (exp / sum)."""
     import einops
     import torch
@@ -147,8 +148,8 @@ def attend(
     if written.get("mask_zeros"):
         masked = masked | (scores == 0)  # e.g. where(triu(x, 1) != x, x, IGNORE)
     softmax = exp_over_sum if written.get("by_hand") else torch.softmax
-    if mask_after_softmax:
-        pattern = softmax(scores, -1).masked_fill(masked, float("-inf"))
+    if filled_after_softmax is not None:
+        pattern = softmax(scores, -1).masked_fill(masked, filled_after_softmax)
     else:
         pattern = softmax(scores.masked_fill(masked, float("-inf")), softmax_dim)
     mix = "batch posn_K n_heads d_head, batch n_heads posn_Q posn_K -> batch posn_Q n_heads d_head"
@@ -165,7 +166,11 @@ def attention_mistakes(seen: dict[str, Tensor], weights: dict[str, Tensor]) -> d
         "the scores are not scaled: divide q.k by sqrt(d_head)": attend(q, k, v, W_O, b_O, 1.0),
         "the scores are divided by d_head: divide by sqrt(d_head)": attend(q, k, v, W_O, b_O, float(d_head)),
         "the mask is applied after the softmax: mask the scores, then softmax": attend(
-            q, k, v, W_O, b_O, sqrt, mask_after_softmax=True
+            q, k, v, W_O, b_O, sqrt, filled_after_softmax=float("-inf")
+        ),
+        # The pattern's future weights zeroed (tril, or * mask): each row then sums to less than 1.
+        "the mask is applied after the softmax, so the weights left do not sum to 1: mask the scores, then softmax": (
+            attend(q, k, v, W_O, b_O, sqrt, filled_after_softmax=0.0)
         ),
         "the mask hides the diagonal too: a position may attend to itself (triu with diagonal=1)": attend(
             q, k, v, W_O, b_O, sqrt, hidden="future and diagonal"
@@ -325,7 +330,10 @@ def batch_axis_mistakes(W_pos: Tensor, tokens: Tensor, past_kv_pos_offset: int =
 def _layernorm_case(ref: Reference, name: str, path: str, x: Tensor, hint: str = "", named_mistakes=True) -> Case:
     out, seen = ref.call_with_hooks(path, x, hooks=("hook_scale", "hook_normalized"))
     weights = ref.parameters_of(path)
-    steps = {"std": seen["hook_scale"], "normalized": seen["hook_normalized"], "output": out}
+    # The statistics too, so that a learner's correct mean and variance are matched, never blamed for std.
+    mean = x.mean(dim=-1, keepdim=True)
+    steps = {"mean": mean, "var": (x - mean).pow(2).mean(dim=-1, keepdim=True), "std": seen["hook_scale"]}
+    steps |= {"normalized": seen["hook_normalized"], "output": out}
     mistakes = layernorm_mistakes(x, weights["w"], weights["b"], ref.layer_norm_eps) if named_mistakes else {}
     return Case(name, [x], out, weights=path + ".", hint=hint, steps=steps, mistakes=mistakes)
 
@@ -348,11 +356,13 @@ def layernorm_cases(ref: Reference) -> list[Case]:
     quiet = 3e-3 * torch.randn(2, 5, ref.d_model, generator=ref.generator) + torch.randn(
         2, 5, 1, generator=ref.generator
     )
-    hint = "it differs only where the variance is comparable to eps: add eps to the variance inside the square root"
+    # The hint says what is special here, not a fix: code with eps in the right place can fail here too (a
+    # variance computed as E[x^2] - E[x]^2 loses its digits); the mistake it matches names the fix.
+    hint = "it differs only where the variance is comparable to eps"
     cases.append(_layernorm_case(ref, "small_variance", f"blocks.{first}.ln1", quiet, hint))
     # Constant vectors (0 among them): the variance is exactly 0, and only eps keeps the division finite.
     flat = torch.tensor([[0.0, 1.0, -3.0], [2.0, 0.0, 0.5]])[..., None].expand(2, 3, ref.d_model).contiguous()
-    hint = "it differs only where a vector is constant (variance 0): add eps to the variance inside the square root"
+    hint = "it fails only where a vector is constant: its variance is 0, and only eps keeps the division finite"
     cases.append(_layernorm_case(ref, "constant_vectors", f"blocks.{first}.ln1", flat, hint))
     # Hundreds of positions, the first with a residual norm beyond GPT-2's largest (its BOS position's).
     long, (norm, _) = ref.long_tokens(LONG), _magnitudes(ref)
@@ -570,7 +580,12 @@ def unembed_cases(ref: Reference) -> list[Case]:
 
 def _transformer_case(ref: Reference, name: str, tokens: str, hint: str = "") -> Case:
     acts, last = ref.activations(tokens), ref.n_layers - 1
-    steps = {"embed": acts["hook_embed"], "pos_embed": acts["hook_pos_embed"]}
+    # resid_pre, the blocks' input: a block that differs on it differs inside, where these steps do not reach.
+    steps = {
+        "embed": acts["hook_embed"],
+        "pos_embed": acts["hook_pos_embed"],
+        "resid_pre": acts["blocks.0.hook_resid_pre"],
+    }
     steps |= {f"blocks.{layer}": acts[f"blocks.{layer}.hook_resid_post"] for layer in range(ref.n_layers)}
     steps |= {
         "ln_final": ref.call("ln_final", acts[f"blocks.{last}.hook_resid_post"]),

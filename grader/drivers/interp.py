@@ -1,6 +1,7 @@
 """Drivers of the interp checks: the learner's functions on the learner's own modules, loaded with
-GPT-2's weights. What is not a tensor travels as one: the counts in `COUNT_KEYS` order, a bool as
-0. or 1., fold_layernorm's (W, b) as W with b appended as a last row."""
+GPT-2's weights; on the grader's stand-in Transformer (`stand_in_transformer`) where the learner's does
+not import or fails its own check. What is not a tensor travels as one: the counts in `COUNT_KEYS` order,
+a bool as 0. or 1., fold_layernorm's (W, b) as W with b appended as a last row."""
 
 from __future__ import annotations
 
@@ -8,12 +9,10 @@ import torch
 
 from . import COUNT_KEYS
 from .replay import replaying
+from .stand_in_transformer import REPLY_KEY, agrees, fault, probe_tokens
+from .stand_in_transformer import Transformer as StandIn
 
-MODULES = {
-    "model": ("transformer", "Transformer"),
-    "attn": ("attention", "Attention"),
-    "ln": ("normalization", "LayerNorm"),
-}
+MODULES = {"attn": ("attention", "Attention"), "ln": ("normalization", "LayerNorm")}
 
 
 def learner_function(ctx):
@@ -24,13 +23,30 @@ def learner_function(ctx):
 
 
 def learner_module(ctx, kind: str):
-    """The learner's model, attention or LayerNorm, loaded with this case's weights."""
+    """The learner's attention or LayerNorm, loaded with this case's weights."""
     return ctx.module(ctx.package.attribute(*MODULES[kind]))
+
+
+def model(ctx):
+    """The learner's Transformer loaded with this case's weights; the stand-in, loaded alike, where the learner's
+    does not import or fails its own check (decided once per check, on a few tokens)."""
+    if REPLY_KEY not in ctx.reply:
+        ctx.reply[REPLY_KEY] = fault(ctx, lambda cls: agrees_loaded(ctx, cls))
+    if ctx.reply[REPLY_KEY]:
+        return ctx.module(StandIn)
+    return ctx.module(ctx.package.attribute("transformer", "Transformer"))
+
+
+def agrees_loaded(ctx, cls) -> bool:
+    """Whether `cls`, loaded with this case's weights, gives the stand-in's logits (the stand-in built first, so that
+    the learner's model is the one left built)."""
+    stand_in = ctx.module(StandIn)
+    return agrees(ctx.module(cls), stand_in, probe_tokens(stand_in.cfg, ctx.device))
 
 
 def counts(ctx, args) -> torch.Tensor:
     """parameter_counts(model) as a tensor in COUNT_KEYS order."""
-    answer = learner_function(ctx)(learner_module(ctx, "model"))
+    answer = learner_function(ctx)(model(ctx))
     if not isinstance(answer, dict):
         raise TypeError(f"parameter_counts returned a {type(answer).__name__}, not a dict")
     missing = [key for key in COUNT_KEYS if key not in answer]
@@ -41,9 +57,9 @@ def counts(ctx, args) -> torch.Tensor:
 
 def on_model(ctx, args) -> torch.Tensor:
     """function(model, tokens): logit_lens, direct_path_logits; the blocks answer what a case ships for them."""
-    model = learner_module(ctx, "model")
-    with replaying(ctx, model):
-        return learner_function(ctx)(model, *args)
+    graded = model(ctx)
+    with replaying(ctx, graded):
+        return learner_function(ctx)(graded, *args)
 
 
 def head_circuit(ctx, args) -> torch.Tensor:
@@ -62,13 +78,13 @@ def fold(ctx, args) -> torch.Tensor:
 
 def tied(ctx, args) -> torch.Tensor:
     """is_tied(model) with W_U[0, 0] scaled by 1 + args[0] for this call only (0: GPT-2's own weights)."""
-    model = learner_module(ctx, "model")
+    graded = model(ctx)
     nudge = float(args[0])
-    W_U = model.unembed.W_U
+    W_U = graded.unembed.W_U
     saved = W_U[0, 0].item()
     W_U[0, 0] *= 1 + nudge
     try:
-        answer = learner_function(ctx)(model)
+        answer = learner_function(ctx)(graded)
     finally:
         W_U[0, 0] = saved
     if not isinstance(answer, (bool, torch.Tensor)):

@@ -2,7 +2,8 @@
 
 The function checks drive the learner's code with `TinyLM` (`tiny_lm`), a seeded stand-in the
 reference builder builds too, to take the grader's own step on it; only make_optimizer and the
-outcome use the learner's `Transformer`, at the TINY config. Answers that are not tensors travel
+outcome use the learner's `Transformer`, at the TINY config (the grader's stand-in where the learner's does
+not import or fails its own check: `stand_in_transformer`). Answers that are not tensors travel
 as float64 tensors. Nothing imports torch at module level: the grader's process reads the
 constants below.
 """
@@ -55,11 +56,24 @@ def learner_function(ctx):
 
 def tiny_transformer(ctx, d_vocab: int) -> nn.Module:
     """The learner's Transformer at the TINY config with this vocabulary, initialised as the learner's
-    code does (the learner's process seeds torch before every case)."""
+    code does (the learner's process seeds torch before every case); the stand-in, from its own seed, where
+    the learner's does not import or fails its own check (tried with probe weights, its own put back)."""
+    from .stand_in_transformer import REPLY_KEY, agrees_on_probe_weights, fault, seeded
+
     config = ctx.package.attribute("config", "Config")()
     if not dataclasses.is_dataclass(config):
         raise TypeError("Config must be a dataclass: the training checks build a tiny one with dataclasses.replace")
-    return ctx.package.attribute("transformer", "Transformer")(dataclasses.replace(config, **TINY, d_vocab=d_vocab))
+    tiny = dataclasses.replace(config, **TINY, d_vocab=d_vocab)
+    built = {}
+
+    def sound(cls) -> bool:
+        built["own"] = cls(tiny)
+        return agrees_on_probe_weights(built["own"], tiny)
+
+    ctx.reply[REPLY_KEY] = fault(ctx, sound)
+    if ctx.reply[REPLY_KEY]:
+        return seeded(tiny)
+    return built["own"] if "own" in built else ctx.package.attribute("transformer", "Transformer")(tiny)
 
 
 def as_number(value, what: str) -> float:

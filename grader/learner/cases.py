@@ -168,6 +168,8 @@ def output_problem(result, args: list, from_driver: bool = False) -> str | None:
     (grader code) may sum up on the CPU what the learner's code computed on another device."""
     import torch
 
+    if result is None:  # a forward without `return`, the commonest way to return nothing
+        return "returned None: is its `return` missing?"
     if type(result) is not torch.Tensor:
         return f"returned a {describe(result)}, not a torch.Tensor"
     device = next((arg.device for arg in args if isinstance(arg, torch.Tensor)), torch.device("cpu"))

@@ -11,6 +11,10 @@ import traceback
 from pathlib import Path
 
 PACKAGE_NAME = "learner_package"
+# A learner's file that does not import, and the grader's module given in its place to the files that import it:
+# so that one syntax error in transformer.py costs its own checks, not those of interp.py (its functions take a
+# Transformer). Asked for by itself (`LearnerPackage.module("transformer")`), the file still raises its own error.
+STAND_INS = {"transformer": ("grader.drivers.stand_in_transformer", ("interp", "training"))}
 
 
 def one_line(error: BaseException) -> str:
@@ -57,7 +61,30 @@ class LearnerPackage:
     def module(self, file: str):
         if not (self.path / f"{file}.py").is_file():
             raise LookupError(f"{file}.py is missing from {self.path}")
-        return importlib.import_module(f"{PACKAGE_NAME}.{file}")
+        name = f"{PACKAGE_NAME}.{file}"
+        if getattr(sys.modules.get(name), "__name__", name) != name:  # a stand-in, put for another file's import
+            del sys.modules[name]
+        try:
+            return importlib.import_module(name)
+        except Exception:
+            if not self.stand_in_for(file):
+                raise
+        return importlib.import_module(name)
+
+    def stand_in_for(self, importer: str) -> bool:
+        """Put the grader's stand-in (STAND_INS) in the place of each file `importer` may import that does not
+        import itself; whether one was put, so that importing `importer` again may succeed."""
+        placed = False
+        for file, (stand_in, importers) in STAND_INS.items():
+            name = f"{PACKAGE_NAME}.{file}"
+            if importer not in importers or name in sys.modules:  # it imports, or a stand-in is there already
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception:
+                sys.modules[name] = importlib.import_module(stand_in)
+                placed = True
+        return placed
 
     def attribute(self, file: str, name: str):
         module = self.module(file)

@@ -18,9 +18,9 @@ def parameter_shapes(root, recorder: Recorder) -> list[dict]:
 
 class Recorder:
     """Records, in order, each tensor the learner's code binds to a name or returns (the locals of
-    every function in the learner's files, seen line by line) and each submodule's output, tagged by
-    the module's path, which is also transformer_lens's hook prefix (`blocks.0.attn`). Each record
-    keeps the line of the learner's code that produced it: the line that bound the name (the one
+    every function in the learner's files, seen line by line) and each submodule's input and output,
+    tagged by the module's path, which is also transformer_lens's hook prefix (`blocks.0.attn`). Each
+    record keeps the line of the learner's code that produced it: the line that bound the name (the one
     run before the trace saw the change), the `return`, or the call of the submodule."""
 
     def __init__(self, package_dir: Path, modes: list[str], keep: list[str], root, root_tag: str, root_name: str):
@@ -31,6 +31,7 @@ class Recorder:
         self.kept: list = []  # the values of the records whose kind a diagnosis compares
         self._last: dict = {}
         self._lines: dict = {}  # frame id: the line its last trace event was at
+        self._outermost: int | None = None  # the frame of the target itself, the first of the learner's called
         self._hooks: list = []
 
     def tag_of_path(self, path: str) -> str:
@@ -61,8 +62,9 @@ class Recorder:
         if "modules" in self.modes and self.root is not None:
             for path, module in self.root.named_modules():
                 if path:
-                    hook = functools.partial(self._module_output, self.tag_of_path(path))
-                    self._hooks.append(module.register_forward_hook(hook))
+                    tag = self.tag_of_path(path)
+                    self._hooks.append(module.register_forward_pre_hook(functools.partial(self._module_input, tag)))
+                    self._hooks.append(module.register_forward_hook(functools.partial(self._module_output, tag)))
         if "locals" in self.modes:
             sys.settrace(self._global)
         return self
@@ -71,6 +73,14 @@ class Recorder:
         sys.settrace(None)
         for hook in self._hooks:
             hook.remove()
+
+    def _module_input(self, tag: str, _module, inputs) -> None:
+        """The first tensor a submodule is called with, copied before its code can change it in place."""
+        import torch
+
+        given = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
+        if given is not None:
+            self.record("modules", tag, "input", given.clone(), self._calling_line())
 
     def _module_output(self, tag: str, _module, _inputs, output) -> None:
         import torch
@@ -86,7 +96,11 @@ class Recorder:
         return (Path(frame.f_code.co_filename).name, frame.f_lineno) if frame is not None else ("", None)
 
     def _global(self, frame, event, _arg):
-        return self._local if event == "call" and frame.f_code.co_filename.startswith(self.prefix) else None
+        if event != "call" or not frame.f_code.co_filename.startswith(self.prefix):
+            return None
+        if self._outermost is None:
+            self._outermost = id(frame)
+        return self._local
 
     def _local(self, frame, event, arg):
         import torch
@@ -104,8 +118,9 @@ class Recorder:
             self.record("locals", tag, name, value, (file, line))
         if event == "return":
             self._lines.pop(key, None)
-            if isinstance(arg, torch.Tensor):
-                self.record("returns", tag or self._frame_tag(frame), "return", arg, (file, frame.f_lineno))
+            if isinstance(arg, torch.Tensor):  # "return" is the target's own; a helper's is not the output
+                name = "return" if key == self._outermost else f"return of {frame.f_code.co_name}"
+                self.record("returns", tag or self._frame_tag(frame), name, arg, (file, frame.f_lineno))
         else:
             self._lines[key] = frame.f_lineno
         return self._local

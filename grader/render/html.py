@@ -107,12 +107,11 @@ SECTIONS = {"attention": attention_section, "difference": difference_section, "l
 def results_table(report: Report) -> str:
     rows = []
     for check in report.checks:
-        diff = "" if check.max_abs_diff is None else f"{check.max_abs_diff:.2e}"
         lines = [line for text in (*check.diagnosis(), *check.notes) for line in text.splitlines() if line.strip()]
         said = "<br>".join(escape(line) for line in lines)
         rows.append(
             f'<tr><td>{escape(check.id)}</td><td class="{check.status}">{check.status.upper()}</td>'
-            f"<td>{check.score}/{check.max_score}</td><td>{diff}</td><td>{said}</td></tr>"
+            f"<td>{check.score}/{check.max_score}</td><td>{check.shown_diff}</td><td>{said}</td></tr>"
         )
     head = "<tr><th>check</th><th>status</th><th>points</th><th>max abs diff</th><th>message</th></tr>"
     return f"<table>{head}{''.join(rows)}</table>"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from ..checks import registry
 from ..results import CheckResult, Report
 from . import Emit, Say
 
@@ -16,16 +18,16 @@ STYLES = {"pass": "green", "fail": "red", "todo": "yellow", "error": "magenta", 
 PRINTED_LINES = 10  # of what the learner's code printed, per check; --quiet shows none
 TODO_NAMED = 2  # a file with more todo checks than this is summed up by their number
 DOWNLOAD = "grade --download"  # the one command that fetches GPT-2 when online
+NAMED_IN_A_ROW = 2  # prefixes one row of checks sharing an error names before "..."
 
 
 def fallback_banner(report: Report) -> str | None:
+    """The random reference's notice, on one line: said once per report, where a person reads first."""
     if not report.fallback_reason:
         return None
-    return (
-        "WARNING: graded against a seeded RANDOM model of GPT-2 small's shape, not GPT-2 "
-        f"({report.fallback_reason}). Verdicts hold; the numbers differ from GPT-2's. "
-        f"Online, `{DOWNLOAD}` fetches GPT-2 into the Hugging Face cache once."
-    )
+    fetch = "" if DOWNLOAD in report.fallback_reason else f"; `{DOWNLOAD}` fetches GPT-2"
+    said = "a seeded RANDOM model of GPT-2's shape, not GPT-2: verdicts hold, numbers differ"
+    return f"{said} ({report.fallback_reason}{fetch})"
 
 
 def shapes(check: CheckResult) -> str:
@@ -39,30 +41,88 @@ def shapes(check: CheckResult) -> str:
     )
 
 
+def error_key(check: CheckResult) -> tuple | str:
+    """One key for the checks stopped by one identical error (a syntax error stops every check of its
+    file); any other check's is its own id."""
+    place = check.error_place
+    return (*place, check.message) if place else check.id
+
+
+def shared_errors(checks: Sequence[CheckResult]) -> list[list[CheckResult]]:
+    """The checks in order, in groups: those that share one identical error in one, where the first is."""
+    groups: dict[tuple | str, list[CheckResult]] = {}
+    for check in checks:
+        groups.setdefault(error_key(check), []).append(check)
+    return list(groups.values())
+
+
+def group_label(ids: Sequence[str]) -> str:
+    """A check's id, or a group's ids by prefix: "attention.* (2 checks)", "transformer, kv_cache (2 checks)"."""
+    if len(ids) == 1:
+        return ids[0]
+    by_prefix: dict[str, list[str]] = {}
+    for check_id in ids:
+        by_prefix.setdefault(check_id.split(".")[0], []).append(check_id)
+    names = [members[0] if len(members) == 1 else f"{prefix}.*" for prefix, members in by_prefix.items()]
+    shown = ", ".join(names[:NAMED_IN_A_ROW]) + (", ..." if len(names) > NAMED_IN_A_ROW else "")
+    return f"{shown} ({len(ids)} checks)"
+
+
+def points(group: Sequence[CheckResult]) -> str:
+    return f"{sum(check.score for check in group)}/{sum(check.max_score for check in group)}"
+
+
 def table(report: Report) -> Table:
+    """One row per check, but one for the checks that share one error (their own results stay in every
+    other format), and one per part not begun, in a report of every check (a learner's first runs)."""
     grid = Table(title=f"GPT-2 grader: {report.package} against {report.reference}", title_justify="left", expand=False)
     for column in ("check", "status", "points", "shape", "max abs diff"):
         grid.add_column(column, no_wrap=True)
-    for check in report.checks:
-        diff = "" if check.max_abs_diff is None else f"{check.max_abs_diff:.2e}"
+    for label, group in rows(report):
+        first = group[0]
         grid.add_row(
-            check.id,
-            Text(check.status.upper(), style=STYLES[check.status]),
-            f"{check.score}/{check.max_score}",
-            shapes(check),
-            diff,
+            label,
+            Text(first.status.upper(), style=STYLES[first.status]),
+            points(group),
+            shapes(first),
+            first.shown_diff,
         )
     return grid
 
 
-def messages(report: Report) -> list[Text]:
-    """One paragraph per check that has something to say, below the table."""
-    lines = []
+def parts_not_begun(report: Report) -> set[str]:
+    """In a report of every check, the parts with more than one check, all todo: each is one row."""
+    if not {check.id for check in report.checks} >= {check.id for check in registry()}:
+        return set()  # a selection: every check it names has its row
+    by_part: dict[str, list[str]] = {}
     for check in report.checks:
-        said = [] if check.status == "todo" else [*check.diagnosis(), *check.notes]  # todo: one line for all, below
+        by_part.setdefault(check.part, []).append(check.status)
+    return {part for part, statuses in by_part.items() if len(statuses) > 1 and set(statuses) == {"todo"}}
+
+
+def rows(report: Report) -> list[tuple[str, list[CheckResult]]]:
+    """The table's rows, each a label and the checks it stands for."""
+    folded = parts_not_begun(report)
+    shown: list[tuple[str, list[CheckResult]]] = []
+    for part in dict.fromkeys(check.part for check in report.checks):
+        in_part = [check for check in report.checks if check.part == part]
+        if part in folded:
+            shown.append((f"{part} ({len(in_part)} checks)", in_part))
+            continue
+        shown += [(group_label([check.id for check in group]), group) for group in shared_errors(in_part)]
+    return shown
+
+
+def messages(report: Report) -> list[Text]:
+    """One paragraph per check that has something to say, below the table; one for a group that shares an error."""
+    lines = []
+    for group in shared_errors(report.checks):
+        first, name = group[0], group_label([check.id for check in group])
+        notes = dict.fromkeys(note for check in group for note in check.notes)
+        said = [] if first.status == "todo" else [*first.diagnosis(), *notes]  # todo: one line for all, below
         for i, line in enumerate(said):
-            label = f"{check.id} ({check.status}): " if i == 0 else " " * (len(check.id) + 2)
-            lines.append(Text.assemble((label, STYLES[check.status] if i == 0 else ""), line))
+            label = f"{name} ({first.status}): " if i == 0 else " " * (len(name) + 2)
+            lines.append(Text.assemble((label, STYLES[first.status] if i == 0 else ""), line))
     return lines
 
 
@@ -81,8 +141,9 @@ def printed(check: CheckResult, limit: int = PRINTED_LINES) -> list[Text]:
 def todo_files(report: Report) -> str:
     """Every todo check on one line, by file in course order: "embedding.py (embed, pos_embed), ..."."""
     by_file: dict[str, list[str]] = {}
+    folded = parts_not_begun(report)  # their rows say todo already
     for check in report.checks:
-        if check.status == "todo":
+        if check.status == "todo" and check.part not in folded:
             by_file.setdefault(check.file or "?", []).append(check.id)
     named = (", ".join(ids) if len(ids) <= TODO_NAMED else f"{len(ids)} checks" for ids in by_file.values())
     return ", ".join(f"{file} ({ids})" for file, ids in zip(by_file, named, strict=False))
@@ -110,7 +171,9 @@ def shown_path(package: str, file: str) -> str:
 def todo_lines(report: Report) -> list[Text]:
     if not any(check.status == "todo" for check in report.checks):
         return []
-    return [Text.assemble(("todo: ", STYLES["todo"]), todo_files(report)), Text(start_here(report) or "", style="bold")]
+    files = todo_files(report)
+    listed = [Text.assemble(("todo: ", STYLES["todo"]), files)] if files else []
+    return [*listed, Text(start_here(report) or "", style="bold")]
 
 
 def trace(check: CheckResult) -> list[Text]:
@@ -137,11 +200,14 @@ def trace(check: CheckResult) -> list[Text]:
     return lines
 
 
-def render(report: Report, show_printed: bool = True) -> Group:
+def render(report: Report, show_printed: bool = True, banner: bool = True) -> Group:
+    """The report; `banner=False` leaves out the random reference's notice (a notebook shows it once)."""
     parts = []
-    banner = fallback_banner(report)
-    if banner:
-        parts.append(Text(banner, style="bold yellow"))
+    notice = fallback_banner(report) if banner else None
+    if notice:
+        parts.append(
+            Text(notice, style="bold yellow", no_wrap=True, overflow="ignore")
+        )  # one line, as a terminal folds it
     parts.append(table(report))
     parts.extend(messages(report))
     if show_printed:
@@ -160,11 +226,17 @@ def render(report: Report, show_printed: bool = True) -> Group:
     return Group(*parts)
 
 
-def print_report(report: Report, console: Console | None = None, show_printed: bool = True) -> None:
+def print_report(
+    report: Report, console: Console | None = None, show_printed: bool = True, banner: bool = True
+) -> None:
+    """The report, the random reference's notice first (`banner=False`: left out, as a notebook shows it once)."""
     console = console or Console()
     for check in report.checks:  # traces first, so the verdict stays at the bottom of the screen
         for line in trace(check):
             console.print(line, soft_wrap=True)
+    notice = fallback_banner(report) if banner else None
+    if notice:
+        console.print(Text(notice, style="bold yellow"), soft_wrap=True)  # one line, however the terminal folds it
     console.print(render(report, show_printed))
 
 
