@@ -29,8 +29,9 @@ LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
 
 .PHONY: grade test test-all lint stubs release gradescope notebooks notebook-grades batch clean
 
+# grade exits 1 while a check does not pass and says so in words; make adds no error line for that.
 grade: $(VENV)/.installed
-	$(VENV)/bin/grade $(ARGS)
+	$(VENV)/bin/grade $(ARGS) || [ $$? -eq 1 ]
 
 # `make test`: the quick suite (a few minutes); `make test-all` adds the tests marked slow.
 test: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)

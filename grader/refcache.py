@@ -305,7 +305,7 @@ def discard(data: ReferenceData) -> None:
 
 # --- where GPT-2 can come from ------------------------------------------------------------------
 
-NOT_CACHED = "GPT-2 is not in the Hugging Face cache ({hub}); `grade --download` fetches it"
+NOT_CACHED = "GPT-2 is not in the Hugging Face cache: `grade --download` fetches it"
 UNREACHABLE = "GPT-2 is not in the Hugging Face cache ({hub}) and huggingface.co cannot be reached"
 
 
@@ -431,7 +431,7 @@ def _auto(progress: Progress, root: Path, seed: int, cached: bool) -> ReferenceD
     if cached or entry_dir(root, "gpt2", seed).exists():
         with contextlib.suppress(ReferenceUnavailable):  # an entry damaged past repair without the weights
             return _cached_or_built(root, "gpt2", seed, cached, progress, build=cached)
-    reason = NOT_CACHED.format(hub=hf_hub_cache())
+    reason = NOT_CACHED
     if not entry_dir(root, "random", seed).exists() and hub_reachable():
         try:
             return _cached_or_built(root, "gpt2", seed, False, progress)

@@ -326,6 +326,7 @@ def test_the_control_in_the_kernel_the_forging_cell_wins_every_test_cell(recorde
     assert stubs and all("raise NotImplementedError()" in cell.source for cell in stubs)
 
 
+@pytest.mark.slow
 def test_the_setup_cell_installs_from_the_source_given(course):
     import nbformat
 
