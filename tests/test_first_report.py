@@ -75,7 +75,8 @@ def test_a_random_reference_is_named_so_in_figures_and_the_banner():
     random_page = html.render(Report("random", "pkg", [check], fallback_reason="offline"))
     assert html.RANDOM_LENS_NOTE in random_page and "grade --download" in random_page
     assert html.RANDOM_LENS_NOTE not in html.render(Report("gpt2", "pkg", [check]))
-    assert "grade --download" in rendered(Report("random", "pkg", [check], fallback_reason="offline"))
+    terminal = rendered(Report("random", "pkg", [check], fallback_reason="offline"))
+    assert "grade --download" in terminal and terminal.count("RANDOM model") == 1
 
 
 def test_failure_messages_name_the_random_reference(grade, tmp_path):

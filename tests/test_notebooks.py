@@ -167,6 +167,25 @@ def test_a_cell_run_before_the_one_it_imports_names_that_notebook(tmp_path, monk
     )
 
 
+def test_the_random_reference_notice_is_shown_by_the_first_test_cell_only(tmp_path, monkeypatch, capsys):
+    from grader import notebooks
+    from grader.checks import registry
+    from grader.results import CheckResult, Report
+
+    def graded(package, check_ids):
+        results = [CheckResult(c.id, c.part, c.summary, "pass", c.points) for c in registry() if c.id in check_ids]
+        return Report("random", str(package), results, fallback_reason="offline")
+
+    monkeypatch.setattr(notebooks, "grade_in_own_process", graded)
+    grader = notebooks.NotebookGrader(tmp_path)
+    shown = []
+    for check_id in ("embed", "pos_embed", "layernorm"):
+        grader.grade_check(check_id)
+        shown.append(capsys.readouterr().out)
+    assert ["RANDOM model" in " ".join(out.split()) for out in shown] == [True, False, False]
+    assert all("PASS" in out for out in shown)
+
+
 # --- the grades recorded outside any kernel -------------------------------------------------------
 
 RECORDED_CHECKS = ("attention.causal_mask", "kv_cache")  # one per notebook of parts 1 and 2: kv_cache imports part 1

@@ -200,15 +200,9 @@ def trace(check: CheckResult) -> list[Text]:
     return lines
 
 
-def render(report: Report, show_printed: bool = True, banner: bool = True) -> Group:
-    """The report; `banner=False` leaves out the random reference's notice (a notebook shows it once)."""
-    parts = []
-    notice = fallback_banner(report) if banner else None
-    if notice:
-        parts.append(
-            Text(notice, style="bold yellow", no_wrap=True, overflow="ignore")
-        )  # one line, as a terminal folds it
-    parts.append(table(report))
+def render(report: Report, show_printed: bool = True) -> Group:
+    """The report below its header (print_report prints the random reference's notice above it)."""
+    parts: list = [table(report)]
     parts.extend(messages(report))
     if show_printed:
         parts.extend(line for check in report.checks for line in printed(check))
