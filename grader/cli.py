@@ -55,7 +55,8 @@ def parser() -> argparse.ArgumentParser:
         choices=("auto", "gpt2", "random"),
         default="auto",
         help="gpt2: the released weights; random: a seeded random model of the same shape; "
-        "auto (default): gpt2 when cached or downloadable, else random",
+        "auto (default): gpt2 when its weights are here, else random (the network is asked only before "
+        "any reference was prepared; --download switches to gpt2)",
     )
     for option in (option for renderer in RENDERERS for option in renderer.options):
         if option.file:
@@ -78,7 +79,9 @@ def parser() -> argparse.ArgumentParser:
         "--no-sandbox": "run checks unconfined (for debugging the grader; reports say so)",
     }
     add_switches(p.add_mutually_exclusive_group(), confinement)
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0); the report prints it")
+    p.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of the random inputs (default: 0); the report prints it"
+    )
     watch = "keep running: each save regrades the checks of the saved file and says what changed (Ctrl-C ends)"
     download = "fetch GPT-2 into the Hugging Face cache (online, once) and exit"
     add_switches(p, {"--list": "list the checks and exit", "--watch": watch, "--download": download})
