@@ -27,11 +27,15 @@ TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
 # does not, as its grader and tests are not the learner's to change.
 LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
 
-.PHONY: grade test test-all lint stubs release gradescope notebooks notebook-grades batch clean
+.PHONY: grade train test test-all lint stubs release gradescope notebooks notebook-grades batch clean
 
 # grade exits 1 while a check does not pass and says so in words; make adds no error line for that.
 grade: $(VENV)/.installed
 	$(VENV)/bin/grade $(ARGS) || [ $$? -eq 1 ]
+
+# Part 4: your training loop on the offline corpus; a loss plot, a checkpoint and a sample in train-output/.
+train: $(VENV)/.installed
+	$(VENV)/bin/python -m grader.train $(ARGS)
 
 # `make test`: the quick suite (a few minutes); `make test-all` adds the tests marked slow.
 test: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)

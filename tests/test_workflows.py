@@ -156,7 +156,7 @@ def test_classroom_workflow_hands_the_result_to_the_reporter():
 def test_ci_workflow_runs_the_test_suite_on_push_and_pull_request():
     workflow = load("ci.yml")
     assert set(triggers(workflow)) == {"push", "pull_request"}
-    # The whole suite, slow tests included; .ci/run, the course's own CI on a fresh clone, runs the README's `make test`.
+    # The whole suite, slow tests included; .ci/run (a fresh clone's check) runs the README's `make test`.
     assert [step["run"] for step in workflow["jobs"]["test"]["steps"] if "run" in step] == ["make test-all"]
     assert (REPO / ".ci" / "run").read_text().rstrip().splitlines()[-1] == "make test"
     assert workflow["jobs"]["test"]["runs-on"] == "ubuntu-latest"
