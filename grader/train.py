@@ -52,7 +52,7 @@ def sample(model, prompt, n_tokens: int):
 
     tokens = prompt[None]
     generator = torch.Generator().manual_seed(0)
-    with torch.inference_mode():
+    with torch.no_grad():  # sampling only: no gradients to keep
         for _ in range(n_tokens):
             logits = model(tokens[:, -POSN:])[0, -1]
             token = torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
