@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # torch is installed before the project so nothing pulls the multi-GB CUDA build:
 # a torch wheel already on this machine (pip's find-links) if there is one, its dependencies
-# from the usual index; else PyTorch's CPU-only index. Without make: python -m grader.setup.
+# from the usual index; else PyTorch's CPU-only index. Without make: python -m grader.host.setup.
 # On a GPU machine: make TORCH_INDEX=https://download.pytorch.org/whl/cu124
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -35,7 +35,7 @@ grade: $(VENV)/.installed
 
 # Part 4: your training loop on the offline corpus; a loss plot, a checkpoint and a sample in train-output/.
 train: $(VENV)/.installed
-	$(VENV)/bin/python -m grader.train $(ARGS)
+	$(VENV)/bin/python -m grader.builder.train $(ARGS)
 
 # `make test`: the quick suite (a few minutes); `make test-all` adds the tests marked slow.
 test: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)
@@ -49,33 +49,33 @@ lint: $(VENV)/.installed-dev
 	$(PY) -m ruff check .
 
 release: $(VENV)/.installed-instructor
-	$(PY) -m grader.release $(RELEASE_DIR) --workflow $(WORKFLOW)
+	$(PY) -m grader.host.release $(RELEASE_DIR) --workflow $(WORKFLOW)
 
 # Gradescope's autograder zip: the learner repository with setup.sh and run_autograder.
 gradescope: $(VENV)/.installed-instructor
-	$(PY) -m grader.gradescope $(GRADESCOPE_ZIP)
+	$(PY) -m grader.host.gradescope $(GRADESCOPE_ZIP)
 
 notebooks: $(VENV)/.installed-instructor
-	$(PY) -m grader.notebooks $(NOTEBOOKS_DIR)
+	$(PY) -m grader.host.notebooks $(NOTEBOOKS_DIR)
 
 # After `nbgrader autograde`: the notebooks' grades recorded from outside any kernel, into
 # $(GRADES) and nbgrader's gradebook (in place of the scores autograde found in the kernel).
 notebook-grades: $(VENV)/.installed-instructor
-	$(PY) -m grader.notebooks grade $(COURSE_DIR)/submitted --csv $(GRADES) \
+	$(PY) -m grader.host.notebooks grade $(COURSE_DIR)/submitted --csv $(GRADES) \
 		--db sqlite:///$(abspath $(COURSE_DIR))/gradebook.db $(ARGS)
 
 batch: $(VENV)/.installed-instructor
-	$(PY) -m grader.batch $(SUBMISSIONS) --csv $(GRADES) $(ARGS)
+	$(PY) -m grader.host.batch $(SUBMISSIONS) --csv $(GRADES) $(ARGS)
 
 stubs: $(VENV)/.installed-dev
-	$(PY) -m grader.stubs
+	$(PY) -m grader.host.stubs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# grader.setup holds the torch logic, for make and for `python -m grader.setup` (no make) alike.
+# grader.host.setup holds the torch logic, for make and for `python -m grader.host.setup` (no make) alike.
 $(VENV)/.torch: | $(PY)
-	$(PY) -m grader.setup --torch-only --torch-version "$(TORCH_VERSION)" --torch-index "$(TORCH_INDEX)"
+	$(PY) -m grader.host.setup --torch-only --torch-version "$(TORCH_VERSION)" --torch-index "$(TORCH_INDEX)"
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.torch

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.results import Report
+from grader.host.results import Report
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "solutions"
@@ -69,7 +69,7 @@ class ReferenceBuild(threading.Thread):
         self.data, self.error = None, None
 
     def run(self):
-        from grader.refcache import ensure_reference
+        from grader.host.refcache import ensure_reference
 
         try:
             self.data = ensure_reference("random", lambda *_: None)
@@ -129,8 +129,8 @@ def grade(reference):
     check runs in a fork of its own, so which other checks ran changes nothing.
     """
     from grader.checks import select
-    from grader.pipeline import grade_package
-    from grader.runner import LearnerProcesses, Limits
+    from grader.host.pipeline import grade_package
+    from grader.host.runner import LearnerProcesses, Limits
 
     shared: dict = {}
     graded_in_full: dict = {}

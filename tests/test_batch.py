@@ -19,8 +19,8 @@ import psutil
 import pytest
 from conftest import REPO, SOLUTIONS, write_variant
 
-from grader import sandbox
 from grader.checks import registry
+from grader.shared import sandbox
 
 MODEL = [check.id for check in registry() if check.part == "model"]
 POINTS = {check.id: check.points for check in registry()}
@@ -67,7 +67,7 @@ def write_submission(root: Path, name: str, edits: dict) -> Path:
 def run_batch(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     # A session of its own: a submission that kills its process group must not reach pytest.
     return subprocess.run(
-        [sys.executable, "-m", "grader.batch", *args],
+        [sys.executable, "-m", "grader.host.batch", *args],
         cwd=REPO,
         env={**os.environ, **(env or {})},
         capture_output=True,
@@ -226,7 +226,7 @@ def stuck_processes() -> list[int]:
 @pytest.mark.slow
 def test_a_submission_past_its_time_limit_is_stopped_with_its_processes_and_files(reference, monkeypatch, tmp_path):
     """What the killed grading and its check wrote (here 8 MB in the check's scratch) goes with the submission."""
-    from grader.batch import Options, grade_submission
+    from grader.host.batch import Options, grade_submission
 
     temporary = tmp_path / "tmp"
     temporary.mkdir()
@@ -293,7 +293,7 @@ REFUSED = {
 @pytest.mark.parametrize("kind", list(REFUSED))
 def test_a_submission_with_a_file_grading_cannot_take_gets_its_reason(kind, monkeypatch, tmp_path):
     """Refused before it is copied, in one line; the batch's scratch is left empty."""
-    from grader.batch import Options, grade_submission
+    from grader.host.batch import Options, grade_submission
 
     make, reason = REFUSED[kind]
     submission = write_submission(tmp_path, "s", {})
@@ -320,7 +320,7 @@ def test_bad_input_is_one_line(tmp_path):
 
 
 def test_the_gradebook_gives_each_check_its_points_beside_its_status(tmp_path):
-    from grader.batch import Submission, write_gradebook
+    from grader.host.batch import Submission, write_gradebook
 
     checks = [check for check in registry() if check.id in ("embed", "pos_embed")]
     report = {

@@ -1,12 +1,12 @@
-"""grader.compare on small hand-made arrays: every expected message and number is worked out here."""
+"""grader.shared.compare on small hand-made arrays: every expected message and number is worked out here."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from grader.compare import MASKED_AT_MOST, allclose, causal_mask, first_index, modified_in_place, validate
-from grader.types import Tolerance
+from grader.shared.compare import MASKED_AT_MOST, allclose, causal_mask, first_index, modified_in_place, validate
+from grader.shared.types import Tolerance
 
 TIGHT = Tolerance(atol=1e-4, rtol=1e-4)
 X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])

@@ -12,9 +12,9 @@ from conftest import by_id, write_variant
 
 from grader.checks import registry
 from grader.checks.training import below_threshold
-from grader.dependencies import with_failing_parts
-from grader.results import CheckResult
-from grader.types import Tolerance
+from grader.host.dependencies import with_failing_parts
+from grader.host.results import CheckResult
+from grader.shared.types import Tolerance
 
 SYNTAX = "SyntaxError: invalid syntax (transformer.py, line 23) (transformer.py:23: def forward(self (, tokens):)"
 MODEL_PARTS = ("embed", "pos_embed", "layernorm", "block", "unembed")

@@ -1,11 +1,11 @@
-"""grader.diagnose on small hand-made arrays: closeness, axis order, the first divergent step, the
+"""grader.host.diagnose on small hand-made arrays: closeness, axis order, the first divergent step, the
 matching mistake and the expected shape of a named tensor."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from grader.diagnose import (
+from grader.host.diagnose import (
     Candidate,
     Divergence,
     close,
@@ -16,7 +16,7 @@ from grader.diagnose import (
     matching_mistake,
     same_up_to_axis_order,
 )
-from grader.types import Tolerance
+from grader.shared.types import Tolerance
 
 TIGHT = Tolerance(atol=1e-4, rtol=1e-4)
 INF = np.inf

@@ -10,10 +10,10 @@ import torch
 from conftest import SOLUTIONS, by_id, run_grade, write_variant
 from test_alternatives import ATTENTION_MATMUL, replace_attention_body
 
-from grader import wire
 from grader.checks import registry
 from grader.checks.model import attend
-from grader.diagnose import close
+from grader.host.diagnose import close
+from grader.shared import wire
 
 SCORES_DIFFER = "q, k, v match the random reference; attn_scores is the first step that does not"
 

@@ -27,9 +27,9 @@ from test_render_formats import WORKSPACE, classroom_result, runner_command, sch
 from test_sampling import MISTAKES as SAMPLING_MISTAKES
 from test_training import MISTAKES as TRAINING_MISTAKES
 
-from grader.render import github, gradescope, html, junit, text
-from grader.render import json as json_render
-from grader.results import CheckResult, Report
+from grader.host.render import github, gradescope, html, junit, text
+from grader.host.render import json as json_render
+from grader.host.results import CheckResult, Report
 
 # name: (check id, edits, the fragment its hint must contain); only the mistakes that have a hint.
 HINTED = {name: (check, edits, hint) for name, (check, edits, _, hint) in MISTAKES.items() if hint}

@@ -12,8 +12,8 @@ from conftest import EXERCISES, run_grade
 from rich.console import Console
 
 from grader.checks import registry
-from grader.render import html, text
-from grader.results import CheckResult, Report
+from grader.host.render import html, text
+from grader.host.results import CheckResult, Report
 
 TABLE_BOTTOM = re.compile(r"^\s*└")  # rich's heavy-headed table ends on this corner
 
@@ -100,7 +100,7 @@ def test_a_cold_build_outside_a_terminal_prints_plain_lines(monkeypatch, capsys)
     """Each step once, no bar: a CI log gets one line per step, not a redrawn bar."""
     import argparse
 
-    from grader import cli, refcache
+    from grader.host import cli, refcache
 
     def building(requested, progress, seed=0):
         for fraction in (0.1, 0.2, 0.3):

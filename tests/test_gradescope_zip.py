@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 from conftest import REPO, SOLUTIONS, write_variant
 
-from grader.gradescope import SCRIPTS, build_zip
+from grader.host.gradescope import SCRIPTS, build_zip
 
 BIN = Path(sys.executable).parent
 SCHEMA = json.loads((REPO / "grader" / "schemas" / "gradescope-results.schema.json").read_text())
@@ -34,7 +34,7 @@ def test_the_zip_holds_the_scripts_and_the_learner_repository_without_solutions(
     with zipfile.ZipFile(autograder_zip) as archive:
         entries = {info.filename: info for info in archive.infolist()}
     assert all(stat.S_IMODE(entries[name].external_attr >> 16) == 0o755 for name in SCRIPTS)
-    assert {"pyproject.toml", "grader/cli.py", "exercises/attention.py", "README.md"} <= set(entries)
+    assert {"pyproject.toml", "grader/host/cli.py", "exercises/attention.py", "README.md"} <= set(entries)
     assert not [name for name in entries if name.startswith("solutions/")]
 
 

@@ -161,7 +161,8 @@ def test_damaged_reference_cache_is_rebuilt_bit_for_bit(reference, tmp_path):
     a fresh build and a warm cache give the same verdicts."""
     from safetensors.numpy import load_file
 
-    from grader.refcache import digested_files, ensure_reference
+    from grader.host.refcache import ensure_reference
+    from grader.shared.entry import digested_files
 
     shutil.copytree(reference.directory, tmp_path / reference.directory.name)
     shutil.copytree(reference.directory.parent / "random-hub", tmp_path / "random-hub")

@@ -12,7 +12,7 @@ import pytest
 from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
 from safetensors.numpy import load_file
 
-from grader import wire
+from grader.shared import wire
 
 INTERP_CHECKS = (
     "interp.parameter_counts",

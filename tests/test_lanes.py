@@ -13,9 +13,9 @@ import pytest
 from conftest import EXERCISES, SOLUTIONS, write_variant
 from safetensors.numpy import load_file
 
-from grader import runner
 from grader.checks import registry
-from grader.runner import GPT2_LANE, STAND_IN_LANE, Limits, lanes_for
+from grader.host import runner
+from grader.host.runner import GPT2_LANE, STAND_IN_LANE, Limits, lanes_for
 
 # A variant failing in each lane: attention scaled by d_head (GPT-2's lane), top-k keeping k + 1 (stand-ins).
 VARIANTS = {
@@ -82,7 +82,7 @@ def test_a_mistake_in_either_lane_gets_the_same_verdicts_in_one_lane_or_two(vari
 @pytest.mark.slow
 @pytest.mark.parametrize("package", [SOLUTIONS, EXERCISES], ids=str)
 def test_every_check_gets_the_same_verdicts_in_one_lane_or_two(package, reference, monkeypatch):
-    from grader.pipeline import grade_package
+    from grader.host.pipeline import grade_package
 
     checks = list(registry())
     one, two = one_lane_and_two(lambda: grade_package(package, checks, reference), monkeypatch)

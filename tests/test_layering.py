@@ -12,19 +12,17 @@ from pathlib import Path
 
 from conftest import REPO
 
-# The grader's process: every module of the package but the reference builder's and the learner's
-# process's, with the registry it reads (each part's declarations, which `registry()` imports).
-OTHER_PROCESSES = ("reference", "corpus", "tokenizer", "learner", "drivers", "__main__")
-GRADERS_LAYER = f"""
+# The grader's process: every module of grader/host/ and grader/shared/, with the registry it reads (each
+# part's declarations, which `registry()` imports).
+GRADERS_LAYER = """
 import importlib, json, pkgutil, sys
-import grader, grader.render
-modules = [f"grader.{{m.name}}" for m in pkgutil.iter_modules(grader.__path__) if m.name not in {OTHER_PROCESSES}]
-modules += [f"grader.render.{{m.name}}" for m in pkgutil.iter_modules(grader.render.__path__)]
+import grader.host, grader.shared
+modules = [m.name for p in (grader.host, grader.shared) for m in pkgutil.walk_packages(p.__path__, p.__name__ + ".")]
 for name in modules:
     importlib.import_module(name)
 importlib.import_module("grader.checks").registry()
 heavy = ("torch", "transformer_lens", "transformers")
-print(json.dumps({{"imported": modules, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in heavy)}}))
+print(json.dumps({"imported": modules, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in heavy)}))
 """
 
 
@@ -32,7 +30,9 @@ def test_the_graders_process_imports_neither_torch_nor_transformer_lens():
     ran = subprocess.run([sys.executable, "-c", GRADERS_LAYER], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     found = json.loads(ran.stdout)
-    assert {"grader.cli", "grader.verdict", "grader.render.html", "grader.render.text"} <= set(found["imported"])
+    assert {"grader.host.cli", "grader.host.verdict", "grader.host.render.html", "grader.host.render.text"} <= set(
+        found["imported"]
+    )
     assert found["heavy"] == []
 
 
@@ -46,19 +46,25 @@ def test_the_import_contracts_hold():
 
 
 def layout_paths() -> set[str]:
-    """The paths the README's Layout table names in its first column."""
-    section = (REPO / "README.md").read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    """The paths docs/layout.md's table names in its first column."""
+    rows = [
+        line.split("|")[1] for line in (REPO / "docs" / "layout.md").read_text().splitlines() if line.startswith("| `")
+    ]
     return {path for row in rows for path in re.findall(r"`([^`]+)`", row)}
 
 
-def test_the_readme_layout_names_every_module_of_the_grader_and_only_what_exists():
+def test_the_layout_page_names_every_folder_and_module_of_the_grader_and_only_what_exists():
+    """Every folder of grader/, and every module of the folders that are one process each but learner/ and
+    checks/ (described as a whole), has a row."""
     named = layout_paths()
     assert sorted(path for path in named if not (REPO / path).exists()) == []
     grader = REPO / "grader"
-    modules = {f"grader/{path.name}" for path in grader.glob("*.py") if path.name != "__init__.py"}
-    packages = {f"grader/{path.name}/" for path in grader.iterdir() if path.is_dir() and path.name != "__pycache__"}
-    assert sorted((modules | packages) - named) == []
+    folders = {path for path in grader.iterdir() if path.is_dir() and path.name != "__pycache__"}
+    listed = {f"grader/{path.name}/" for path in folders}
+    for folder in folders - {grader / "learner", grader / "checks", grader / "schemas", grader / "templates"}:
+        listed |= {f"grader/{folder.name}/{path.name}" for path in folder.glob("*.py") if path.name != "__init__.py"}
+    listed |= {f"grader/{path.name}" for path in grader.glob("*.py") if path.name != "__init__.py"}
+    assert sorted(listed - named) == []
 
 
 def test_every_driver_a_check_names_is_a_function_of_the_learners_process():
@@ -72,5 +78,22 @@ def test_every_driver_a_check_names_is_a_function_of_the_learners_process():
     assert named
     for driver in named:
         module, _, function = driver.partition(":")
-        assert module.startswith("grader.drivers."), driver
+        assert module.startswith("grader.learner.drivers."), driver
         assert callable(getattr(importlib.import_module(module), function, None)), driver
+
+
+def test_the_sandboxs_allow_list_is_the_folders_the_learners_process_imports():
+    """sandbox.LEARNER_SIDE (what a check may read of the grader) names the learner's folder and the shared
+    leaves, and everything the learner's process imports of the grader, even indirectly, lies there."""
+    import grimp
+
+    from grader.shared.sandbox import LEARNER_SIDE
+
+    graph = grimp.build_graph("grader")
+    learner = {m for m in graph.modules if m.startswith("grader.learner")}
+    reached = set().union(*(graph.find_upstream_modules(m) for m in learner)) | learner
+    folders = {m.split(".")[1] if m.count(".") else "__init__.py" for m in reached if m.startswith("grader")}
+    assert folders <= set(LEARNER_SIDE) and "learner" in folders and "shared" in folders
+    assert set(LEARNER_SIDE) == {"__init__.py", "learner", "shared"}
+    on_disk = {path.name for path in (REPO / "grader").iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert {"host", "builder", "learner", "shared", "checks"} <= on_disk

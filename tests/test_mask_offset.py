@@ -11,8 +11,8 @@ from conftest import SOLUTIONS, by_id, write_variant
 from safetensors import safe_open
 from test_mistakes import FUTURE
 
-from grader import wire
-from grader.drivers.offset import NO_OFFSET
+from grader.learner.drivers.offset import NO_OFFSET
+from grader.shared import wire
 
 MASK = "attention.causal_mask"
 OFFSET_CASES = {"scores_3x8.offset5": 5, "scores_1x8.offset7": 7}

@@ -14,7 +14,7 @@ from conftest import by_id, run_grade, write_variant
 from test_hostile import BREAKING, ENDS_ANY_PROCESS, PATCH_EVERY_COMPARISON, attention_body_prefix
 from verdicts import NAMES, expected_statuses, verdicts
 
-from grader.runner import FORK_SWITCH, Limits, forks_here
+from grader.host.runner import FORK_SWITCH, Limits, forks_here
 
 LINUX = pytest.mark.skipif(sys.platform != "linux", reason="the fork path to compare with is Linux's")
 UNFORKED = {"fork": False}
@@ -59,7 +59,7 @@ def test_a_segfault_is_named(grade, tmp_path):
 def test_the_timeout_is_the_checks_own(grade, tmp_path, monkeypatch):
     """The grader kills the hung worker at the check's timeout, not after the grace period a fork server
     gets (made ten minutes here, so that waiting for it could not pass for a slow machine)."""
-    from grader import runner
+    from grader.host import runner
 
     monkeypatch.setattr(runner, "GRACE", 600.0)
     package = write_variant(tmp_path, {"attention.py": attention_body_prefix("while True: pass")})

@@ -68,7 +68,7 @@ SOURCE = "git+https://example.org/course/gpt2-learner"
 def course(tmp_path_factory, reference) -> Path:
     root = tmp_path_factory.mktemp("course")
     generated = subprocess.run(
-        [sys.executable, "-m", "grader.notebooks", str(root / "source" / ASSIGNMENT), "--source", SOURCE],
+        [sys.executable, "-m", "grader.host.notebooks", str(root / "source" / ASSIGNMENT), "--source", SOURCE],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -157,7 +157,7 @@ def test_autograde_gives_the_filled_notebooks_full_marks_and_the_released_ones_n
 
 def test_a_cell_run_before_the_one_it_imports_names_that_notebook(tmp_path, monkeypatch):
     """A later part imports an earlier one's module: the error says which notebook's cell to run."""
-    from grader.notebooks import run_exercise
+    from grader.host.notebooks import run_exercise
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModuleNotFoundError) as raised:
@@ -168,9 +168,9 @@ def test_a_cell_run_before_the_one_it_imports_names_that_notebook(tmp_path, monk
 
 
 def test_the_random_reference_notice_is_shown_by_the_first_test_cell_only(tmp_path, monkeypatch, capsys):
-    from grader import notebooks
     from grader.checks import registry
-    from grader.results import CheckResult, Report
+    from grader.host import notebooks
+    from grader.host.results import CheckResult, Report
 
     def graded(package, check_ids):
         results = [CheckResult(c.id, c.part, c.summary, "pass", c.points) for c in registry() if c.id in check_ids]
@@ -191,9 +191,9 @@ def test_the_random_reference_notice_is_shown_by_the_first_test_cell_only(tmp_pa
 RECORDED_CHECKS = ("attention.causal_mask", "kv_cache")  # one per notebook of parts 1 and 2: kv_cache imports part 1
 # Cells a learner adds below the setup cell (no nbgrader metadata), each forging the kernel's verdict.
 FORGERIES = {
-    "patched": """import grader.notebooks
+    "patched": """import grader.host.notebooks
 from grader.checks import registry
-from grader.results import CheckResult, Report
+from grader.host.results import CheckResult, Report
 
 
 def forged(package, check_ids):
@@ -201,7 +201,7 @@ def forged(package, check_ids):
     return Report("gpt2", str(package), passed)
 
 
-grader.notebooks.grade_in_own_process = forged
+grader.host.notebooks.grade_in_own_process = forged
 """,
     "redefined": 'def grade_check(check_id):\n    print(check_id, "passes")\n',
 }
@@ -217,7 +217,7 @@ def with_cell(notebook, source: str, after: str = "setup"):
 def test_the_recorded_package_holds_the_exercise_cells_and_nothing_else(tmp_path):
     """The package graded for the record is what the notebooks' `%%exercise` cells of graded files write:
     a learner's other cells, a rewritten given file and a cell naming a file outside the package stay out."""
-    from grader.notebooks import source_notebooks, write_package
+    from grader.host.notebooks import source_notebooks, write_package
 
     notebooks, _ = source_notebooks(SOLUTIONS)
     first = next(iter(notebooks))
@@ -244,7 +244,7 @@ def test_the_recorded_package_holds_the_exercise_cells_and_nothing_else(tmp_path
 
 @pytest.fixture(scope="module")
 def recorded(course, tmp_path_factory) -> dict:
-    """`python -m grader.notebooks grade` over four learners' notebooks, into a CSV and a copy of the
+    """`python -m grader.host.notebooks grade` over four learners' notebooks, into a CSV and a copy of the
     course's gradebook in which autograde's in-kernel verdict already gave the forging learners full
     marks: "solved" (the source notebooks), "stubbed" (the released ones untouched), and the released
     ones with a forging cell in the first notebook ("patched", "redefined")."""
@@ -272,7 +272,7 @@ def recorded(course, tmp_path_factory) -> dict:
                 )
                 grade.auto_score = check.points
         gradebook.db.commit()
-    command = [sys.executable, "-m", "grader.notebooks", "grade", str(submitted), *RECORDED_CHECKS]
+    command = [sys.executable, "-m", "grader.host.notebooks", "grade", str(submitted), *RECORDED_CHECKS]
     command += ["--csv", str(root / "grades.csv"), "--db", database, "--reference", "random", "--jobs", "2"]
     ran = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stderr[-3000:]
@@ -355,8 +355,8 @@ def test_the_setup_cell_installs_from_the_source_given(course):
 
 def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_reference_build(tmp_path):
     from grader.checks import registry
-    from grader.notebooks import course_root, write_config
-    from grader.runner import DEFAULT_TIMEOUT
+    from grader.host.notebooks import course_root, write_config
+    from grader.host.runner import DEFAULT_TIMEOUT
 
     (tmp_path / "course" / "source" / "gpt2").mkdir(parents=True)
     config, written = write_config(course_root(tmp_path / "course" / "source" / "gpt2"))
@@ -379,7 +379,7 @@ def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_refe
     ],
 )
 def test_the_default_source_is_the_checkout_s_origin(origin, source, tmp_path):
-    from grader.notebooks import repository_source
+    from grader.host.notebooks import repository_source
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     if origin:

@@ -10,10 +10,10 @@ import pytest
 from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
 from test_mistakes import SCALED
 
-from grader import wire
 from grader.checks import Check, Target, registry
-from grader.dependencies import with_failing_parts
-from grader.results import CheckResult
+from grader.host.dependencies import with_failing_parts
+from grader.host.results import CheckResult
+from grader.shared import wire
 
 D_HEAD = {"attention.py": [(SCALED, "attn_scores / self.cfg.d_head")]}
 FIX_ATTENTION = "your Attention fails its own check: fix attention first; "

@@ -6,7 +6,7 @@ import re
 
 from conftest import REPO
 
-from grader.cli import parser
+from grader.host.cli import parser
 
 ROW = re.compile(r"^\| `([^`]+)` \|", re.MULTILINE)
 

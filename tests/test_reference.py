@@ -12,7 +12,7 @@ PROMPT_IDS = [50256, 464, 3797, 3332, 319, 262, 2603]
 
 
 def test_offline_tokenizer_matches_gpt2():
-    from grader.reference import PROMPT, offline_tokenizer
+    from grader.builder.reference import PROMPT, offline_tokenizer
 
     tokenizer = offline_tokenizer()
     assert len(tokenizer) == 50257
@@ -67,7 +67,7 @@ class RefusingNetwork:
 
 
 def test_auto_uses_a_prepared_random_reference_without_the_network(reference, monkeypatch):
-    from grader import refcache
+    from grader.host import refcache
 
     refusing = RefusingNetwork()
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -80,7 +80,7 @@ def test_auto_uses_a_prepared_random_reference_without_the_network(reference, mo
 
 def test_auto_asks_the_network_only_when_nothing_was_prepared(monkeypatch, tmp_path):
     """The control: with no reference prepared, auto asks the hub (refused here), then builds the random one."""
-    from grader import refcache
+    from grader.host import refcache
 
     class Built(Exception):
         pass

@@ -16,7 +16,7 @@ import pytest
 from conftest import EXERCISES, REPO, SOLUTIONS
 
 from grader.checks import registry
-from grader.stubs import strip_solutions
+from grader.host.stubs import strip_solutions
 
 LEARNER_MARK = re.compile(r"^pytestmark = pytest\.mark\.learner$", re.MULTILINE)
 
@@ -50,7 +50,7 @@ def files_under(directory: Path) -> list[Path]:
 def release(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("release") / "learner"
     built = subprocess.run(
-        [sys.executable, "-m", "grader.release", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "grader.host.release", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert built.returncode == 0, built.stderr
     return out
@@ -110,7 +110,7 @@ def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
         "Makefile",
         ".gitignore",
         "grader/__init__.py",
-        "grader/cli.py",
+        "grader/host/cli.py",
         "grader/checks/model.py",
         "tests/conftest.py",
     ):
@@ -118,7 +118,7 @@ def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
     assert sorted(path.name for path in (release / "exercises").iterdir()) == sorted(
         path.name for path in SOLUTIONS.glob("*.py")
     )
-    for path in SOLUTIONS.glob("*.py"):  # the stubs, as grader.stubs makes them (tested in test_stubs)
+    for path in SOLUTIONS.glob("*.py"):  # the stubs, as grader.host.stubs makes them (tested in test_stubs)
         assert (release / "exercises" / path.name).read_text() == strip_solutions(path.read_text())
     # A Classroom template by default: classroom.yml alone, as Classroom grades by the first workflow to finish.
     assert [name for name in released if name.startswith(".github/")] == [".github/workflows/classroom.yml"] * (
@@ -179,7 +179,7 @@ def test_the_release_tests_pass_there_without_solutions(release, release_venv):
 
 
 def test_the_guard_finds_a_solution_line_anywhere(tmp_path):
-    from grader.release import hidden_lines, leaked_lines
+    from grader.host.release import hidden_lines, leaked_lines
 
     hidden = hidden_lines(SOLUTIONS)
     assert "return self.W_E[tokens]" in hidden and "### BEGIN SOLUTION" not in hidden
@@ -201,7 +201,7 @@ def test_the_guard_finds_a_solution_line_anywhere(tmp_path):
     ],
 )
 def test_only_modules_marked_learner_ship(tmp_path, declaration, shipped):
-    from grader.release import is_learner_test
+    from grader.host.release import is_learner_test
 
     (tmp_path / "test_x.py").write_text(f"import pytest\n\n{declaration}\n\n\ndef test_x():\n    assert True\n")
     assert is_learner_test(tmp_path / "test_x.py") is shipped
@@ -210,7 +210,11 @@ def test_only_modules_marked_learner_ship(tmp_path, declaration, shipped):
 def test_an_existing_outdir_is_refused_and_left_alone(tmp_path):
     (tmp_path / "mine.txt").write_text("keep me")
     refused = subprocess.run(
-        [sys.executable, "-m", "grader.release", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "grader.host.release", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "already exists" in refused.stderr
     assert [path.name for path in tmp_path.iterdir()] == ["mine.txt"] and (
@@ -219,23 +223,23 @@ def test_an_existing_outdir_is_refused_and_left_alone(tmp_path):
 
 
 def test_the_workflow_option_picks_one_learner_workflow(tmp_path):
-    from grader.release import learner_files
+    from grader.host.release import learner_files
 
     files = [
         ".github/workflows/ci.yml",
         ".github/workflows/classroom.yml",
         ".github/workflows/grade.yml",
-        "grader/cli.py",
+        "grader/host/cli.py",
         "bench/batch_speed.py",
         "solutions/mlp.py",
         ".ci/run",
     ]
-    assert learner_files(tmp_path, files, "grade") == [".github/workflows/grade.yml", "grader/cli.py"]
-    assert learner_files(tmp_path, files, "classroom") == [".github/workflows/classroom.yml", "grader/cli.py"]
+    assert learner_files(tmp_path, files, "grade") == [".github/workflows/grade.yml", "grader/host/cli.py"]
+    assert learner_files(tmp_path, files, "classroom") == [".github/workflows/classroom.yml", "grader/host/cli.py"]
 
 
 def test_the_learner_readme_places_every_readme_section(tmp_path):
-    from grader.release import ReleaseError, learner_readme, linked_files
+    from grader.host.release import ReleaseError, learner_readme, linked_files
 
     readme = "# Course\n\nIntro.\n\n## Quickstart\n\nRun it.\n\n## For instructors\n\nSecret.\n\n## Layout\n\nFiles.\n"
     template = "# For learners\n\n<!-- include: Quickstart -->\n"
@@ -323,7 +327,7 @@ def make_targets(release: Path) -> set[str]:
 
 def grade_options(release: Path, venv: Path) -> set[str]:
     """The options of the release's own `grade --help`."""
-    code = "import sys; from grader.cli import main; sys.exit(main(['--help']))"
+    code = "import sys; from grader.host.cli import main; sys.exit(main(['--help']))"
     helped = subprocess.run(
         [venv / "bin" / "python", "-c", code], cwd=release, capture_output=True, text=True, timeout=120
     )
@@ -346,7 +350,7 @@ def readme_errors(release: Path, venv: Path) -> list[str]:
 def grade_release(tmp_path_factory) -> Path:
     """The release built with --workflow grade (`release` is the default, classroom)."""
     out = tmp_path_factory.mktemp("release-grade") / "learner"
-    command = [sys.executable, "-m", "grader.release", str(out), "--workflow", "grade"]
+    command = [sys.executable, "-m", "grader.host.release", str(out), "--workflow", "grade"]
     built = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
     return out
@@ -389,7 +393,7 @@ def test_the_learner_make_test_installs_only_the_learner_test_extra(release):
 
 
 def test_the_learner_readme_leaves_out_instructor_and_other_workflow_text():
-    from grader.release import ReleaseError, learner_readme
+    from grader.host.release import ReleaseError, learner_readme
 
     readme = (
         "# Course\n\n## Feedback\n\nBoth.\n\n<!-- instructors -->\nRun `bench/x.py`.\n<!-- /instructors -->\n\n"

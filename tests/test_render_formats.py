@@ -15,8 +15,8 @@ from conftest import REPO, SOLUTIONS, run_grade, write_variant
 from junitparser import Error, Failure, JUnitXml, Properties, Skipped
 from markdown_it import MarkdownIt
 
-from grader.render import github, gradescope, junit
-from grader.results import CheckResult, Report
+from grader.host.render import github, gradescope, junit
+from grader.host.results import CheckResult, Report
 
 SCHEMAS = REPO / "grader" / "schemas"
 # Text a learner controls (an exception message): Markdown, HTML, table pipes, GitHub's escapes,

@@ -1,4 +1,4 @@
-"""The one renderer interface: `grader.render.RENDERERS` declares every format's options, `grade`
+"""The one renderer interface: `grader.host.render.RENDERERS` declares every format's options, `grade`
 builds its parser and shows a report through them alone, and no renderer is imported before one is
 chosen. No reference, no learner process."""
 
@@ -15,10 +15,10 @@ import pytest
 from conftest import REPO
 from rich.console import Console
 
-from grader.cli import chosen_renderers, parser
-from grader.render import RENDERERS, html, text
-from grader.render import json as json_renderer
-from grader.results import CheckResult, Report
+from grader.host.cli import chosen_renderers, parser
+from grader.host.render import RENDERERS, html, text
+from grader.host.render import json as json_renderer
+from grader.host.results import CheckResult, Report
 
 REPORT = Report("random", "/tmp/package", [CheckResult("embed", "model", "token embedding", "pass", 1)])
 
@@ -32,7 +32,7 @@ def said_by(renderer_module: str, values: dict, report: Report = REPORT) -> list
 
 def test_each_renderer_has_the_entry_point_its_options_call_for():
     for renderer in RENDERERS:
-        module = importlib.import_module(f"grader.render.{renderer.module}")
+        module = importlib.import_module(f"grader.host.render.{renderer.module}")
         entry = "render" if renderer.options[0].file else "emitter"
         assert callable(getattr(module, entry, None)), (renderer.module, entry)
     assert [r.module for r in RENDERERS if r.always] == ["text"]
@@ -49,10 +49,10 @@ def test_grade_takes_every_renderers_options_and_chooses_by_them(tmp_path):
 def test_grade_help_imports_no_renderer():
     code = (
         "import sys, contextlib, io\n"
-        "from grader.cli import main\n"
+        "from grader.host.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         "    main(['--help'])\n"
-        "heavy = ('grader.render.', 'rich', 'matplotlib')\n"
+        "heavy = ('grader.host.render.', 'rich', 'matplotlib')\n"
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))"
     )
     ran = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -108,7 +108,7 @@ def test_watch_refuses_every_renderer_but_the_terminals(module, tmp_path, capsys
     (renderer,) = [r for r in RENDERERS if r.module == module]
     option = renderer.options[0]
     argv = ["--watch", option.flag, *([str(tmp_path / "out")] if option.file else [])]
-    from grader.cli import main
+    from grader.host.cli import main
 
     assert main([*argv, "--solutions"]) == 2
     assert "--watch reports in the terminal only" in capsys.readouterr().err

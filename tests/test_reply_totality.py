@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader import wire
 from grader.checks import beam, registry, sampling
-from grader.runner import MAX_OUTPUTS_BYTES, Outcome, read_outputs
-from grader.types import Tolerance
+from grader.host.runner import MAX_OUTPUTS_BYTES, Outcome, read_outputs
+from grader.shared import wire
+from grader.shared.types import Tolerance
 
 CASES = [wire.CaseSpec("a", 1, None, []), wire.CaseSpec("b", 1, None, [])]
 MB = 2**20
@@ -188,8 +188,8 @@ def test_outputs_over_the_limit_are_refused_and_recordings_over_it_left_out(tmp_
 HOLE_READER = """
 import sys
 from pathlib import Path
-from grader import wire
-from grader.runner import read_outputs
+from grader.shared import wire
+from grader.host.runner import read_outputs
 outputs = read_outputs(Path(sys.argv[1]), wire.Reply("error", outputs=["a"]), limit=int(sys.argv[2]))
 print(outputs if isinstance(outputs, str) else "read")
 # VmHWM, this process's own peak: ru_maxrss would also hold the parent's, whose memory a vfork borrows
@@ -324,7 +324,7 @@ for _method in ("sample_basic", "sample_top_k", "sample_top_p"):
     setattr(TransformerSampler, _method, staticmethod(_forged_draw))
 """
 FORGED_TEXT_AND_BEAMS = """
-import grader.drivers.sampling as _drivers
+import grader.learner.drivers.sampling as _drivers
 
 _drivers.greedy_text = lambda ctx, sampler: torch.tensor([255, 254], dtype=torch.uint8)
 _drivers.beams_of = lambda *beams: torch.tensor([[float("nan"), 0.0, 1.0]], dtype=torch.float64)
@@ -515,14 +515,14 @@ def outputs_files(cases: list[str], expected: dict) -> st.SearchStrategy:
 
 
 def every_format(report, directory: Path, draw: bool) -> None:
-    """The report rendered in every format of grader.render.RENDERERS, as `grade` would; the HTML
+    """The report rendered in every format of grader.host.render.RENDERERS, as `grade` would; the HTML
     page's figures drawn only with `draw` (matplotlib takes seconds over a check's attention patterns)."""
     from dataclasses import replace
 
     from rich.console import Console
 
-    from grader.render import RENDERERS, github, gradescope, html, junit, text
-    from grader.render import json as json_format
+    from grader.host.render import RENDERERS, github, gradescope, html, junit, text
+    from grader.host.render import json as json_format
 
     formats = {"text", "json", "junit", "gradescope", "html", "github"}
     assert {renderer.module for renderer in RENDERERS} == formats  # a new format is rendered here too
@@ -592,9 +592,9 @@ def test_every_reply_ends_in_a_report_figures_drawn(check, data, reference):
 def any_reply_ends_in_a_report(check, data, reference, draw: bool) -> None:
     """No exception escapes; the report renders in every format; only the expected outputs pass;
     the grader's memory stays within what it may read, the check's expected outputs and some slack."""
-    from grader.dependencies import with_failing_parts
-    from grader.results import Report
-    from grader.verdict import judge
+    from grader.host.dependencies import with_failing_parts
+    from grader.host.results import Report
+    from grader.host.verdict import judge
 
     judged = JUDGED.get(check.id) or JUDGED.setdefault(check.id, Judged(check, reference))
     raw_reply = data.draw(replies(judged.cases), "reply")

@@ -15,8 +15,9 @@ import pytest
 from conftest import by_id
 from test_sandbox import attention_variant
 
-from grader import cgroup, runner, sandbox
+from grader.host import runner
 from grader.learner import server
+from grader.shared import cgroup, sandbox
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the per-check caps are Linux's (checks run forked)")
 kernel_counted = pytest.mark.skipif(
@@ -152,7 +153,7 @@ def test_what_a_check_prints_is_capped_and_never_on_disk(grade, tmp_path):
 
 
 def test_printed_lines_show_what_was_not_kept():
-    from grader.wire import WorkerAnswer
+    from grader.shared.wire import WorkerAnswer
 
     assert runner.printed_lines(WorkerAnswer("answered", printed="one\ntwo\x1b\n")) == ["one", "two\ufffd"]
     assert runner.printed_lines(WorkerAnswer("answered", printed="one", printed_beyond=7)) == [

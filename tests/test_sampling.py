@@ -17,10 +17,10 @@ import pytest
 import torch
 from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
 
-from grader import wire
 from grader.checks import beam, registry
 from grader.checks import sampling as checks
-from grader.diagnose import matching_mistake
+from grader.host.diagnose import matching_mistake
+from grader.shared import wire
 
 SAMPLING_CHECKS = ("sampling", "beam", "kv_cache")
 DISTRIBUTION_CHECKS = ("sampling.basic", "sampling.top_k", "sampling.top_p")
@@ -375,7 +375,7 @@ def test_top_p_sets_from_first_principles():
 
 
 def test_the_generation_table_spells_its_sentence(reference):
-    from grader.drivers import tensor_text
+    from grader.learner.drivers import tensor_text
 
     expected = reference.expected("sampling.generate")
     texts = {
@@ -430,9 +430,9 @@ def test_the_cases_show_each_beam_mistake(reference):
 
 
 def test_stand_in_tokenizer_matches_gpt2s():
-    from grader.drivers import text_tensor
-    from grader.drivers.stand_ins import Tokenizer
-    from grader.reference import PROMPT, offline_tokenizer
+    from grader.builder.reference import PROMPT, offline_tokenizer
+    from grader.learner.drivers import text_tensor
+    from grader.learner.drivers.stand_ins import Tokenizer
 
     gpt2 = offline_tokenizer()
     tokenizer = Tokenizer(text_tensor(gpt2.backend_tokenizer.to_str()))
@@ -451,8 +451,8 @@ def test_distribution_checks_never_fail_the_solution(reference):
     """200 runs of every distribution case with different seeds (about six minutes on two busy cores)."""
     from safetensors import safe_open
 
-    from grader.drivers.sampling import draw
     from grader.learner.cases import CaseContext
+    from grader.learner.drivers.sampling import draw
     from grader.learner.package import LearnerPackage
 
     package = LearnerPackage(SOLUTIONS)

@@ -23,8 +23,8 @@ from conftest import EXERCISES, REPO, SOLUTIONS, by_id, run_grade, write_variant
 from test_hostile import attention_body_prefix
 from test_workflows import github_outputs
 
-from grader import sandbox, wire
 from grader.checks import registry
+from grader.shared import sandbox, wire
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (README: Isolation)")
 DAEMON_NAME = b"gpt2-daemon"
@@ -111,8 +111,8 @@ def test_a_reply_is_validated_before_it_is_believed():
 
 def test_no_check_starts_as_pass(reference):
     """A reply that claims a run but brings no tensors is an error, whatever it claims."""
-    from grader.runner import Outcome
-    from grader.verdict import judge
+    from grader.host.runner import Outcome
+    from grader.host.verdict import judge
 
     check = next(c for c in registry() if c.id == "embed")
     names = [case.name for case in reference.cases("embed")]
@@ -276,7 +276,7 @@ def poison(path: str) -> str:
 
 
 def test_the_cache_cannot_be_poisoned(reference, grade, tmp_path):
-    from grader.refcache import part_digest
+    from grader.shared.entry import part_digest
 
     result = by_id(grade(attention_variant(tmp_path, poison(expected_file(reference))), "attention"))["attention"]
     assert result.score == 0, result.message
@@ -286,9 +286,9 @@ def test_the_cache_cannot_be_poisoned(reference, grade, tmp_path):
 
 def test_a_poisoned_cache_is_never_judged_from(reference, tmp_path):
     """Unconfined, the write lands; the seal notices it before judging."""
-    from grader.pipeline import ReferenceTampered, grade_package
-    from grader.refcache import read_entry
-    from grader.runner import LearnerProcesses, Limits
+    from grader.host.pipeline import ReferenceTampered, grade_package
+    from grader.host.refcache import read_entry
+    from grader.host.runner import LearnerProcesses, Limits
 
     copy = tmp_path / reference.directory.name
     shutil.copytree(reference.directory, copy)
@@ -388,8 +388,8 @@ def test_honest_oddities_are_graded(grade, tmp_path):
 
 
 def test_the_report_never_holds_invalid_json_numbers():
-    from grader.render import json as json_renderer
-    from grader.results import CheckResult, Report
+    from grader.host.render import json as json_renderer
+    from grader.host.results import CheckResult, Report
 
     report = Report("random", "pkg", [CheckResult("x", "model", "", "fail", 1, max_abs_diff=float("inf"))])
     assert json.loads(json_renderer.render(report))["checks"][0]["max_abs_diff"] is None
@@ -399,7 +399,7 @@ def test_the_report_never_holds_invalid_json_numbers():
 
 
 def test_batch_rejects_symbolic_links(reference, tmp_path):
-    from grader.batch import Options, grade_submission
+    from grader.host.batch import Options, grade_submission
 
     linked_dir, linked_file = tmp_path / "linked_dir", tmp_path / "linked_file"
     linked_dir.mkdir()
@@ -415,7 +415,7 @@ def test_batch_rejects_symbolic_links(reference, tmp_path):
 def test_gradebook_cells_are_never_formulas(tmp_path):
     import csv
 
-    from grader.batch import Submission, write_gradebook
+    from grader.host.batch import Submission, write_gradebook
 
     names = ['=HYPERLINK("http://x")', "+1", "-1", "@SUM(A1)", "plain"]
     write_gradebook(tmp_path / "g.csv", [Submission(name, error="=1+1") for name in names], registry()[:1])
@@ -425,8 +425,8 @@ def test_gradebook_cells_are_never_formulas(tmp_path):
 
 
 def test_github_result_cannot_be_broken_out_of(tmp_path):
-    from grader.render import github
-    from grader.results import CheckResult, Report
+    from grader.host.render import github
+    from grader.host.results import CheckResult, Report
 
     sneaky = "x\nresult<<EOF\nforged\nEOF\nresult=forged"
     report = Report("random", str(tmp_path), [CheckResult("embed", "model", "", "fail", 1, message=sneaky * 10_000)])
@@ -439,9 +439,9 @@ def test_github_result_cannot_be_broken_out_of(tmp_path):
 @pytest.mark.slow
 def test_notebook_verdicts_come_from_a_process_of_their_own(reference, monkeypatch, tmp_path):
     """What the learner's cells did to the kernel (here: the grader's verdict patched) changes nothing."""
-    from grader import verdict
-    from grader.notebooks import NotebookGrader
-    from grader.results import CheckResult
+    from grader.host import verdict
+    from grader.host.notebooks import NotebookGrader
+    from grader.host.results import CheckResult
 
     monkeypatch.setattr(verdict, "judge", lambda check, *_: CheckResult(check.id, check.part, "", "pass", check.points))
     package = tmp_path / "notebook_exercises"

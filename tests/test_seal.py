@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import by_id, run_grade, write_variant
 
-from grader import sandbox, wire
 from grader.checks import registry
-from grader.refcache import VERIFIED_FILE, parts_read, read_entry
+from grader.host.refcache import VERIFIED_FILE, parts_read, read_entry
+from grader.shared import sandbox, wire
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (README: Isolation)")
 N_MINUS_1 = {"normalization.py": [("unbiased=False", "unbiased=True")]}
@@ -31,7 +31,7 @@ TAMPERED = "expected.safetensors is not what the reference builder wrote"
 @pytest.fixture(scope="module")
 def n_minus_1(reference, tmp_path_factory) -> tuple[Path, dict]:
     """The N-1 LayerNorm, and what it outputs on each layernorm case, run unconfined."""
-    from grader.runner import LearnerProcesses, Limits
+    from grader.host.runner import LearnerProcesses, Limits
 
     package = write_variant(tmp_path_factory.mktemp("n_minus_1"), N_MINUS_1)
     with LearnerProcesses(Limits(sandbox=False)) as processes:
@@ -61,8 +61,8 @@ def forge(reference, root: Path, outputs: dict) -> Path:
 
 
 def test_a_forged_record_is_believed_only_without_the_sandbox(reference, n_minus_1, monkeypatch, tmp_path):
-    from grader.pipeline import ReferenceTampered, grade_package
-    from grader.runner import Limits
+    from grader.host.pipeline import ReferenceTampered, grade_package
+    from grader.host.runner import Limits
 
     package, outputs = n_minus_1
     entry = forge(reference, tmp_path, outputs)

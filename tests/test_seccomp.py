@@ -24,7 +24,7 @@ import pytest
 from conftest import REPO, SOLUTIONS, by_id
 from test_sandbox import FIND_NO_SEGMENT, LEAVE_A_SEGMENT, attention_variant, no_segment, send_a_datagram  # noqa: F401
 
-from grader import sandbox
+from grader.shared import sandbox
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (README: Isolation)")
 

@@ -1,4 +1,4 @@
-"""`python -m grader.setup`, the set-up without make: the pip commands it would run (--dry-run),
+"""`python -m grader.host.setup`, the set-up without make: the pip commands it would run (--dry-run),
 in the order the Makefile's set-up has always used, and the Makefile calling it."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ VERSION = re.search(r"^TORCH_VERSION \?= (\S+)$", (REPO / "Makefile").read_text(
 
 def dry_run(*args: str, env: dict | None = None) -> list[str]:
     environ = {key: value for key, value in os.environ.items() if key not in ("TORCH_INDEX", "TORCH_VERSION")}
-    command = [sys.executable, "-m", "grader.setup", "--dry-run", *args]
+    command = [sys.executable, "-m", "grader.host.setup", "--dry-run", *args]
     finished = subprocess.run(
         command, capture_output=True, text=True, cwd=REPO, env={**environ, **(env or {})}, timeout=120
     )
@@ -60,19 +60,19 @@ def test_torch_only_stops_before_the_project():
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
 def test_the_makefile_installs_torch_through_grader_setup(tmp_path):
-    """`make -n` on a fresh venv: the torch step is grader.setup's, with the Makefile's version and index."""
+    """`make -n` on a fresh venv: the torch step is grader.host.setup's, with the Makefile's version and index."""
     venv = tmp_path / "venv"
     planned = subprocess.run(
         ["make", "-n", f"VENV={venv}", f"{venv}/.installed"], capture_output=True, text=True, cwd=REPO
     ).stdout
     torch_steps = [line for line in planned.splitlines() if "torch" in line and not line.startswith("touch ")]
     assert torch_steps == [
-        f'{venv}/bin/python -m grader.setup --torch-only --torch-version "{VERSION}" --torch-index "{CPU}"'
+        f'{venv}/bin/python -m grader.host.setup --torch-only --torch-version "{VERSION}" --torch-index "{CPU}"'
     ]
 
 
 def test_the_makefile_and_grader_setup_pin_the_same_torch():
-    from grader import setup
+    from grader.host import setup
 
     assert setup.TORCH_VERSION == VERSION and setup.CPU_INDEX == CPU
     assert f"TORCH_INDEX ?= {CPU}" in (REPO / "Makefile").read_text()
@@ -82,7 +82,7 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
     """The cell as IPython runs it: %pip only when `grader` cannot be imported, as in a fresh Colab runtime."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from grader import notebooks
+    from grader.host import notebooks
 
     source = "git+https://example.org/course/gpt2-learner"
     code = TransformerManager().transform_cell(notebooks.SETUP.format(source=source))
@@ -100,4 +100,4 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
         )
         installs = [line for name, line in magics if name == "pip"]
         assert installs == ([f'install --quiet "gpt2-from-scratch-grader @ {source}"'] if missing else [])
-        assert magics[-1] == ("load_ext", "grader.notebooks")
+        assert magics[-1] == ("load_ext", "grader.host.notebooks")

@@ -17,8 +17,8 @@ from conftest import write_variant
 from test_interp import MISTAKES as INTERP_MISTAKES
 from verdicts import NAMES, expected_statuses, verdicts
 
-from grader import wire
 from grader.learner import server, weights
+from grader.shared import wire
 
 
 class Filled(torch.nn.Module):
@@ -43,12 +43,12 @@ def test_every_random_fill_is_skipped_and_only_those():
 
 
 def test_a_drivers_imports_are_warmed_before_the_fork(monkeypatch):
-    for name in ("grader.drivers.training", *server.DRIVER_IMPORTS["grader.drivers.training"]):
+    for name in ("grader.learner.drivers.training", *server.DRIVER_IMPORTS["grader.learner.drivers.training"]):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    target = wire.TargetSpec("training", "make_optimizer", None, "grader.drivers.training:groups")
+    target = wire.TargetSpec("training", "make_optimizer", None, "grader.learner.drivers.training:groups")
     request = wire.Request("", "", target, [], "", "", "", timeout=1.0, memory_bytes=0)
     server.warm_imports(request)
-    assert {"grader.drivers.training", "torch._dynamo"} <= set(sys.modules)
+    assert {"grader.learner.drivers.training", "torch._dynamo"} <= set(sys.modules)
 
 
 INTERP_NAMES = [f"interp: {check_id}" for check_id in INTERP_MISTAKES]

@@ -1,5 +1,5 @@
-"""One mistake, one penalty across files: the interp and training checks that take the learner's Transformer run on
-the grader's stand-in (grader/drivers/stand_in_transformer.py) where the learner's does not import or fails its own
+"""One mistake, one penalty across files: the interp and training checks that take the learner's Transformer run on the
+grader's stand-in (grader/learner/drivers/stand_in_transformer.py) where the learner's does not import or fails its own
 check, and say so in a note; the checks of transformer.py itself still fail, at its own line."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 import torch
 from conftest import REPO, SOLUTIONS, by_id, write_variant
 
-from grader.drivers.stand_in_transformer import ATOL, RTOL, Transformer, agrees_on_probe_weights, seeded
-from grader.drivers.training import TINY
+from grader.learner.drivers.stand_in_transformer import ATOL, RTOL, Transformer, agrees_on_probe_weights, seeded
+from grader.learner.drivers.training import TINY
 
 LOOP, NO_COLON = "        for block in self.blocks:\n", "        for block in self.blocks\n"
 SYNTAX_ERROR = {"transformer.py": [(LOOP, NO_COLON)]}
@@ -137,7 +137,7 @@ def test_interp_py_imports_the_stand_in_and_transformer_py_keeps_its_own_error(t
         [sys.executable, "-c", IMPORTS, str(package)], capture_output=True, text=True, cwd=REPO, timeout=120
     )
     assert ran.stdout.splitlines() == [
-        "grader.drivers.stand_in_transformer",
+        "grader.learner.drivers.stand_in_transformer",
         f"transformer SyntaxError transformer.py {line}",
         f"kv_cache SyntaxError transformer.py {line}",
     ], ran.stderr
@@ -145,7 +145,7 @@ def test_interp_py_imports_the_stand_in_and_transformer_py_keeps_its_own_error(t
 
 def test_the_stand_in_holds_no_line_of_the_solutions():
     """grader/ ships to learners: the stand-in is built from torch's functions, never from the solutions' lines."""
-    from grader.release import hidden_lines
+    from grader.host.release import hidden_lines
 
     source = (REPO / "grader" / "drivers" / "stand_in_transformer.py").read_text().splitlines()
     assert not {line.strip() for line in source} & hidden_lines(SOLUTIONS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import EXERCISES, SOLUTIONS
 
-from grader.stubs import STUB, out_of_sync, strip_solutions
+from grader.host.stubs import STUB, out_of_sync, strip_solutions
 
 
 def solution_lines(source: str) -> list[str]:

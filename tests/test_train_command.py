@@ -1,4 +1,5 @@
-"""`python -m grader.train` (make train): the learner's loop trains, and leaves a plot, a checkpoint and a sample."""
+"""`python -m grader.builder.train` (make train): the learner's loop trains, and leaves a plot, a checkpoint and
+a sample."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from conftest import EXERCISES, REPO, SOLUTIONS
 
 
 def train(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "grader.train", *args]
+    command = [sys.executable, "-m", "grader.builder.train", *args]
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
@@ -21,7 +22,7 @@ def test_the_solutions_train_and_leave_a_plot_a_checkpoint_and_a_sample(tmp_path
     import torch
     from PIL import Image
 
-    from grader.train import SHAPE
+    from grader.builder.train import SHAPE
     from solutions.config import Config
     from solutions.transformer import Transformer
 

@@ -167,7 +167,7 @@ def test_expected_step_is_torchs_sgd_with_clipping(reference):
     """The grader's hand-written step against torch's SGD and clip_grad_norm_, on the same TinyLM."""
     import torch
 
-    from grader.drivers.tiny_lm import TinyLM, flat_parameters
+    from grader.learner.drivers.tiny_lm import TinyLM, flat_parameters
 
     args, expected, _ = case_arrays(reference, "training.train_step", "tiny_lm_sgd")
     batches, clip, lr = torch.from_numpy(args["arg0"]), float(args["arg1"]), float(args["arg2"])
@@ -198,13 +198,13 @@ def test_outcome_bar_is_below_an_untrained_model(reference):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from grader.reference import offline_tokenizer
+    from grader.builder.reference import offline_tokenizer
 
     return offline_tokenizer()
 
 
 def test_corpus_is_deterministic_and_prose(tokenizer):
-    from grader import corpus
+    from grader.builder import corpus
 
     documents = corpus.documents()
     assert documents == corpus.documents()
@@ -213,7 +213,7 @@ def test_corpus_is_deterministic_and_prose(tokenizer):
 
 
 def test_corpus_ids_map_back_to_the_text(tokenizer):
-    from grader import corpus
+    from grader.builder import corpus
 
     texts = ["The cat sat on the mat.", "A dog sat on the log.", "The cat ate."] * 4
     built = corpus.from_texts(texts, tokenizer)
@@ -226,17 +226,18 @@ def test_corpus_ids_map_back_to_the_text(tokenizer):
 def test_batches_are_windows_of_the_stream():
     import torch
 
-    from grader import corpus
+    from grader.builder import corpus
 
     stream = torch.arange(1000)
-    batches = corpus.batches(stream, 3, 4, 16, seed=0)
-    assert batches.shape == (3, 4, 16) and torch.equal(batches, corpus.batches(stream, 3, 4, 16, seed=0))
+    text = corpus.Corpus(train=stream, held_out=stream, gpt2_ids=stream)
+    batches = text.train_batches(3, 4, 16, seed=0)
+    assert batches.shape == (3, 4, 16) and torch.equal(batches, text.train_batches(3, 4, 16, seed=0))
     assert ((batches[..., 1:] - batches[..., :-1]) == 1).all()
-    assert torch.equal(corpus.consecutive_batches(stream, 2, 2, 5).flatten(), stream[:20])
+    assert torch.equal(text.held_out_batches(2, 2, 5).flatten(), stream[:20])
 
 
 def test_a_capped_corpus_keeps_the_frequent_tokens(tokenizer):
-    from grader import corpus
+    from grader.builder import corpus
 
     built = corpus.from_texts(["the the the cat", "the cat sat", "a mat"] * 4, tokenizer)
     capped = built.capped(3)

@@ -1,4 +1,4 @@
-"""grader.verdict.judge on hand-built outcomes: no reference build, no learner process.
+"""grader.host.verdict.judge on hand-built outcomes: no reference build, no learner process.
 
 The reference side is a small stand-in with the few methods the verdict reads (the cases, the
 expected tensors, the inputs and the meta of one check), so each test states its arrays in full.
@@ -11,12 +11,12 @@ from dataclasses import FrozenInstanceError, replace
 import numpy as np
 import pytest
 
-from grader import wire
 from grader.checks import Check, Target
-from grader.compare import CaseComparison, allclose, causal_mask
-from grader.runner import Outcome
-from grader.types import Tolerance
-from grader.verdict import Evidence, judge, largest, verdict
+from grader.host.runner import Outcome
+from grader.host.verdict import Evidence, judge, largest, verdict
+from grader.shared import wire
+from grader.shared.compare import CaseComparison, allclose, causal_mask
+from grader.shared.types import Tolerance
 
 X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 CHECK = Check(

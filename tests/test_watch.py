@@ -15,8 +15,8 @@ from conftest import REPO, write_variant
 from test_interrupt import default_sigint
 
 from grader.checks import select
-from grader.results import CheckResult
-from grader.watch import SavedPython, changes_line, check_lines, regraded
+from grader.host.results import CheckResult
+from grader.host.watch import SavedPython, changes_line, check_lines, regraded
 
 in_a_terminal = pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
 

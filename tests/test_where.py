@@ -15,8 +15,8 @@ from test_mistakes import POSITIONS, SCALED
 from test_sampling import raise_line
 
 from grader.checks import Tolerance
-from grader.diagnose import Candidate, first_divergence
-from grader.render import github
+from grader.host.diagnose import Candidate, first_divergence
+from grader.host.render import github
 
 STEPS_BY_NAME = """        residual_mean = residual.mean(dim=-1, keepdim=True)
         residual_var = residual.var(dim=-1, keepdim=True, unbiased=False)
@@ -261,8 +261,8 @@ def test_a_stub_logit_lens_on_a_written_model_blames_itself(grade, tmp_path):
 def test_a_check_run_by_a_driver_never_suggests_trace(check_id):
     """A driver runs the learner's code without the recorder, so --trace prints nothing for it."""
     from grader.checks import registry
-    from grader.results import CheckResult
-    from grader.verdict import next_step
+    from grader.host.results import CheckResult
+    from grader.host.verdict import next_step
 
     (check,) = [c for c in registry() if c.id == check_id]
     result = CheckResult(check.id, check.part, check.summary, "fail", 1, "differs", file="x.py", line=3)

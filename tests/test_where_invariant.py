@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from conftest import SESSION
 
-from grader.results import CheckResult, Report
+from grader.host.results import CheckResult, Report
 
 FAILING = ("fail", "error", "timeout")
 PLACE = re.compile(r" \(([\w.]+\.py):(\d+)\)$")
 NUMBER = re.compile(r"max abs diff (\S+?)(?=[ ;,)]|$)")
 REFERENCE = r"(?:GPT-2|the random reference)"
 INSIDE = r"(?:, though it was given the right input: cannot locate the difference inside your (?P<inside>\S+))?"
-# Every clause a where may hold, as grader.diagnose words it; a clause none of these reads is a violation.
+# Every clause a where may hold, as grader.host.diagnose words it; a clause none of these reads is a violation.
 CLAUSES = [
     re.compile(rf"^(?P<list>.+) match(?:es)? {REFERENCE}$"),
     re.compile(r"^(?P<list>.+) (?:is|are) not among the tensors your code names$"),
@@ -97,7 +97,7 @@ def code_names(package: Path) -> set[str]:
 
 
 def named_in_where(divergence: str) -> tuple[set[str], list[str]]:
-    """The tensors a where names, and the clauses of it that no wording of grader.diagnose reads."""
+    """The tensors a where names, and the clauses of it that no wording of grader.host.diagnose reads."""
     names, unread = set(), []
     for clause in PLACE.sub("", divergence).split("; "):
         found = next((m for m in (pattern.match(clause) for pattern in CLAUSES) if m), None)
@@ -142,7 +142,7 @@ def violations(result: CheckResult, package: Path, base: Path, steps: set[str]) 
     if "cannot locate" not in result.divergence:
         problems += placed_where_edited(result, package, base, edited_files(package, base))
     names, unread = named_in_where(result.divergence)
-    problems += [f"a where no wording of grader.diagnose reads: {clause!r}" for clause in unread]
+    problems += [f"a where no wording of grader.host.diagnose reads: {clause!r}" for clause in unread]
     unknown = names - steps - code_names(package) - NAMED_BY_EVERY_FUNCTION
     problems += [f"names {name}, which neither the reference's steps nor the code name" for name in sorted(unknown)]
     return problems

@@ -19,8 +19,8 @@ from junitparser import JUnitXml
 from markdown_it import MarkdownIt
 from test_render_formats import FORGED_NOTICE, effective_commands, runner_command
 
-from grader import sandbox
 from grader.checks import registry
+from grader.shared import sandbox
 
 WORKFLOWS = REPO / ".github" / "workflows"
 BIN = Path(sys.executable).parent  # the virtualenv's scripts: grade, actionlint, zizmor, shellcheck
@@ -171,7 +171,7 @@ def test_ci_workflow_runs_the_fast_tests_on_every_platform_without_make():
     assert platforms["strategy"]["matrix"]["os"] == ["ubuntu-latest", "macos-latest", "windows-latest"]
     assert platforms["runs-on"] == "${{ matrix.os }}" and platforms["timeout-minutes"] <= 15
     assert not any("make" in command.split() for command in platform_commands())
-    assert platform_commands()[0] == "python -m grader.setup"
+    assert platform_commands()[0] == "python -m grader.host.setup"
 
 
 def test_ci_platform_commands_run_here():

@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..types import Tolerance  # here too, for the part modules, which declare tolerances
+from grader.shared.types import Tolerance  # here too, for the part modules, which declare tolerances
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from ..reference import Reference
+    from grader.builder.reference import Reference
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Part 2: beam search, on the same stand-ins as sampling (`grader/drivers/stand_ins.py`).
+"""Part 2: beam search, on the same stand-ins as sampling (`grader/learner/drivers/stand_ins.py`).
 
 Every expected answer is computed here from first principles: each beam candidate enumerated, its
 log-probability summed from the table model, the best kept. Known mistakes are listed per case, as
@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..compare import CaseComparison
-from ..drivers import END_OF_TEXT, PADDING, beam_rows, text_tensor
-from . import Case, Check, Target, Tolerance, on_stand_ins
-from .sampling import DRIVERS, char_tokenizer, generator, greedy_walk, known, sampler, stand_in_inputs
+from grader.checks import Case, Check, Target, Tolerance, on_stand_ins
+from grader.checks.sampling import DRIVERS, char_tokenizer, generator, greedy_walk, known, sampler, stand_in_inputs
+from grader.learner.drivers import END_OF_TEXT, PADDING, beam_rows, text_tensor
+from grader.shared.compare import CaseComparison
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from ..reference import Reference
+    from grader.builder.reference import Reference
 
 BEAM_ALPHABET = "abc"
 BEAM_VOCABULARY = [*BEAM_ALPHABET, END_OF_TEXT]
@@ -36,7 +36,7 @@ SLACK = 64  # beams may hold this many times the values expected: a wrong number
 
 
 def parse_beams(rows) -> list[Beam] | None:
-    """The beams of `grader.drivers.beam_rows`'s rows; None when they are not such rows (the driver runs
+    """The beams of `grader.learner.drivers.beam_rows`'s rows; None when they are not such rows (the driver runs
     in the learner's process). A log-prob sum may be anything, -inf for a banned token included."""
     rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
     if rows.ndim != 2 or rows.shape[1] < 2:

@@ -1,5 +1,5 @@
 """Part 3: looking inside. The learner's interpretability functions, run on the learner's own
-modules loaded with GPT-2's weights (see `grader/drivers/interp.py`).
+modules loaded with GPT-2's weights (see `grader/learner/drivers/interp.py`).
 
 The logit lens and the QK and OV circuits are compared with transformer_lens's own
 (`accumulated_resid(apply_ln=True)`, `FactoredMatrix`); the parameter counts with the reference's
@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..compare import CaseComparison, validate
-from ..drivers import COUNT_KEYS
-from ..types import counts_by_part
-from . import Case, Check, Target, Tolerance
-from .model import replay_extras
+from grader.checks import Case, Check, Target, Tolerance
+from grader.checks.model import replay_extras
+from grader.learner.drivers import COUNT_KEYS
+from grader.shared.compare import CaseComparison, validate
+from grader.shared.types import counts_by_part
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from ..reference import Reference
+    from grader.builder.reference import Reference
 
 EXACT = "the exact answer"
 HEADS = ((0, 0), (-1, 5))  # (layer, head): the first block's first head and a head of the last block
@@ -239,7 +239,7 @@ def same_counts(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) 
 
 
 def interp(name: str, driver: str | None) -> Target:
-    return Target("interp", name, None, driver=driver and f"grader.drivers.interp:{driver}")
+    return Target("interp", name, None, driver=driver and f"grader.learner.drivers.interp:{driver}")
 
 
 EXACT_ONLY = Tolerance(atol=0.0, rtol=0.0)

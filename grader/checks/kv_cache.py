@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..compare import CaseComparison
-from ..drivers import text_tensor
-from . import Case, Check, Target, Tolerance
-from .sampling import DRIVERS, close, same_text
+from grader.checks import Case, Check, Target, Tolerance
+from grader.checks.sampling import DRIVERS, close, same_text
+from grader.learner.drivers import text_tensor
+from grader.shared.compare import CaseComparison
 
 if TYPE_CHECKING:
-    from ..reference import Reference
+    from grader.builder.reference import Reference
 
 ARGMAX_MARGIN = 0.01  # a greedy step of GPT-2 is used only when its top two logits are this far apart
 

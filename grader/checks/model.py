@@ -1,7 +1,7 @@
 """Part 1: the model. Each module is fed GPT-2's own input activation and compared with its output.
 
 One mistake costs one module: the block is also given GPT-2's own sublayer outputs (replayed into the learner's
-ln1, attn, ln2 and mlp when they are called with GPT-2's inputs, see `grader.drivers.replay`), so it grades the
+ln1, attn, ln2 and mlp when they are called with GPT-2's inputs, see `grader.learner.drivers.replay`), so it grades the
 block's wiring alone, and the whole model is the one check that integrates every module.
 
 Beside those, each check has a few stress inputs that real bugs need and GPT-2's activations on a short prompt
@@ -20,14 +20,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..compare import causal_mask
-from ..wire import replay_names
-from . import Case, Check, Target, Tolerance
+from grader.checks import Case, Check, Target, Tolerance
+from grader.shared.compare import causal_mask
+from grader.shared.wire import replay_names
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from ..reference import Reference
+    from grader.builder.reference import Reference
 
 TOKEN_SETS = ("prompt", "random")
 LONG = 256  # positions of the long cases (batch 1); PosEmbed also gets the whole context
@@ -41,7 +41,9 @@ POSITIONS_FROM_ZERO = (
     "the positions start at 0, not at past_kv_pos_offset: these tokens follow that many cached ones, so the first "
     "is at position past_kv_pos_offset"
 )
-OFFSET_DRIVER = "grader.drivers.offset:with_offset"  # targets taking past_kv_pos_offset as their second argument
+OFFSET_DRIVER = (
+    "grader.learner.drivers.offset:with_offset"  # targets taking past_kv_pos_offset as their second argument
+)
 ZEROS_MASKED = "allowed scores equal to 0 were masked: build the mask from positions, not from the values"
 SOFTMAX_OVERFLOWS = "the softmax overflows on large scores: subtract the max or use torch.softmax"
 TANH_OVERFLOWS = "tanh overflows on large inputs: use torch.tanh rather than a ratio of exponentials"
@@ -277,7 +279,7 @@ def embed_cases(ref: Reference) -> list[Case]:
 
 
 def offset_args(first: Tensor, past_kv_pos_offset: int) -> list[Tensor]:
-    """A case's arguments for the offset driver (grader.drivers.offset): the offset, when there is one, as a 0-d
+    """A case's arguments for the offset driver (grader.learner.drivers.offset): the offset, when there is one, as a 0-d
     tensor after the first."""
     import torch
 
@@ -534,7 +536,7 @@ def _block_case(
 
 def replay_extras(sublayers: dict[str, tuple[Tensor, Tensor]]) -> dict[str, Tensor]:
     """What each sublayer gets from GPT-2's block and returns, for the learner's block to be given the same:
-    the block check then grades the block's own wiring (see `grader.drivers.replay`). The block's output is
+    the block check then grades the block's own wiring (see `grader.learner.drivers.replay`). The block's output is
     not among them."""
     return {
         name: value for path, pair in sublayers.items() for name, value in zip(replay_names(path), pair, strict=True)

@@ -1,13 +1,13 @@
 """Part 2: sampling (beam search is in `beam.py`, the bonus KV cache in `kv_cache.py`).
 
-The learner's sampler runs on the grader's stand-ins (`grader/drivers/stand_ins.py`: a model read
+The learner's sampler runs on the grader's stand-ins (`grader/learner/drivers/stand_ins.py`: a model read
 from a table, a character tokenizer), so a broken Transformer cannot fail these checks, and every
 expected answer is computed here from first principles: an argmax, a division, a count, the
 softmax of a few logits, a walk through the table.
 
 Known mistakes, as in every part: each case lists what each classic mistake outputs on it (only
 the mistakes that answer there, and differently from the right answer), and an output that fails
-is named by the mistake it fits, as the check's own comparison judges (`grader.verdict.diagnose`).
+is named by the mistake it fits, as the check's own comparison judges (`grader.host.verdict.diagnose`).
 
 Distributions, without flakiness: a sampling method is called DRAWS times on fixed logits and its
 counts are compared with the exact truncated, renormalised distribution. A token of probability 0
@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..compare import CaseComparison
-from ..drivers import END_OF_TEXT, text_tensor
-from . import Case, Check, Target, Tolerance, on_stand_ins
+from grader.checks import Case, Check, Target, Tolerance, on_stand_ins
+from grader.learner.drivers import END_OF_TEXT, text_tensor
+from grader.shared.compare import CaseComparison
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from ..reference import Reference
+    from grader.builder.reference import Reference
 
 DRAWS = 4000
 FALSE_FAILURE_PER_CASE = 1e-8
@@ -172,7 +172,7 @@ SHOWN_TEXT = 200  # characters of a text a message quotes
 
 
 def text_bytes(data: np.ndarray) -> bytes | None:
-    """The bytes of a text tensor (see `grader.drivers.text_tensor`), zero padding at its end left
+    """The bytes of a text tensor (see `grader.learner.drivers.text_tensor`), zero padding at its end left
     out; None when it is no such tensor."""
     if data.dtype != np.uint8 or data.ndim != 1:
         return None
@@ -491,7 +491,7 @@ def generation_cases(ref: Reference) -> list[Case]:
 
 # --- the checks ---------------------------------------------------------------------------------
 
-DRIVERS = "grader.drivers.sampling"
+DRIVERS = "grader.learner.drivers.sampling"
 EXACT = "the exact answer"
 
 

@@ -3,7 +3,7 @@ own loop training a tiny Transformer on the standard library's documentation, of
 
 Every expected answer is the grader's own, from first principles: the cross-entropy written out,
 the parameter groups from the parameters' names, the schedule's formula, an SGD step taken by hand
-on the stand-in `TinyLM` (grader/drivers/training.py) from the same seed. The outcome check asks
+on the stand-in `TinyLM` (grader/learner/drivers/training.py) from the same seed. The outcome check asks
 for a held-out loss, computed by the grader, below what the corpus's unigram frequencies give.
 """
 
@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..compare import CaseComparison, validate
-from ..drivers.training import PARAMETER_NAMES, TINY
-from . import Case, Check, Target, Tolerance, on_stand_ins
+from grader.checks import Case, Check, Target, Tolerance, on_stand_ins
+from grader.learner.drivers.training import PARAMETER_NAMES, TINY
+from grader.shared.compare import CaseComparison, validate
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from ..reference import Reference
+    from grader.builder.reference import Reference
 
 EMBEDDINGS = ("W_E", "W_pos")
 OUTCOME = {"steps": 150, "batch_size": 16, "posn": TINY["n_ctx"], "d_vocab": 256, "held_out_batches": 8, "seed": 0}
@@ -198,7 +198,7 @@ def grader_steps(batches: Tensor, clip: float, lr: float, *, zero: str = "before
     """
     import torch
 
-    from ..drivers.tiny_lm import TinyLM, flat_parameters
+    from grader.learner.drivers.tiny_lm import TinyLM, flat_parameters
 
     model = TinyLM()
     params = list(model.parameters())
@@ -224,7 +224,7 @@ def grader_steps(batches: Tensor, clip: float, lr: float, *, zero: str = "before
 
 
 def first_gradient_norm(batch: Tensor) -> float:
-    from ..drivers.tiny_lm import TinyLM
+    from grader.learner.drivers.tiny_lm import TinyLM
 
     model = TinyLM()
     cross_entropy(model(batch)[:, :-1], batch[:, 1:]).mean().backward()
@@ -234,7 +234,7 @@ def first_gradient_norm(batch: Tensor) -> float:
 def train_step_cases(ref: Reference) -> list[Case]:
     import torch
 
-    from ..drivers.tiny_lm import TinyLM
+    from grader.learner.drivers.tiny_lm import TinyLM
 
     d_vocab, lr = TinyLM().embed.W_E.shape[0], 0.5
     batches = torch.randint(0, d_vocab, (3, 4, 6), generator=ref.generator)
@@ -256,7 +256,7 @@ def train_step_cases(ref: Reference) -> list[Case]:
 def evaluate_cases(ref: Reference) -> list[Case]:
     import torch
 
-    from ..drivers.tiny_lm import TinyLM
+    from grader.learner.drivers.tiny_lm import TinyLM
 
     model = TinyLM(dropout=0.5).eval()
     batches = torch.randint(0, model.embed.W_E.shape[0], (3, 4, 7), generator=ref.generator)
@@ -302,13 +302,9 @@ def unigram_loss(train: Tensor, held_out: Tensor, d_vocab: int) -> float:
 def outcome_cases(ref: Reference) -> list[Case]:
     import torch
 
-    from .. import corpus as stdlib_corpus
-
-    text = stdlib_corpus.build(ref.tokenizer).capped(OUTCOME["d_vocab"])
-    train = stdlib_corpus.batches(text.train, OUTCOME["steps"], OUTCOME["batch_size"], OUTCOME["posn"], OUTCOME["seed"])
-    held_out = stdlib_corpus.consecutive_batches(
-        text.held_out, OUTCOME["held_out_batches"], OUTCOME["batch_size"], OUTCOME["posn"]
-    )
+    text = ref.corpus().capped(OUTCOME["d_vocab"])
+    train = text.train_batches(OUTCOME["steps"], OUTCOME["batch_size"], OUTCOME["posn"], OUTCOME["seed"])
+    held_out = text.held_out_batches(OUTCOME["held_out_batches"], OUTCOME["batch_size"], OUTCOME["posn"])
     threshold = unigram_loss(train, held_out, text.d_vocab)
     hyper = torch.tensor([*HYPERPARAMETERS.values(), text.d_vocab], dtype=torch.float64)
     expected = torch.tensor([threshold, math.log(text.d_vocab), *([0.0] * OUTCOME["steps"])], dtype=torch.float64)
@@ -349,7 +345,7 @@ def outcome_notes(reply: dict) -> list[str]:
 
 
 def training(name: str, driver: str | None, method: str | None = None) -> Target:
-    return Target("training", name, method, driver=driver and f"grader.drivers.training:{driver}")
+    return Target("training", name, method, driver=driver and f"grader.learner.drivers.training:{driver}")
 
 
 EXACT = {"tolerance": Tolerance(atol=1e-5, rtol=1e-5), "expected_from": FIRST_PRINCIPLES}

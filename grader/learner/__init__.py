@@ -9,7 +9,7 @@ never the reference, and every comparison happens in the grader.
 
 When the request says `fork` (Linux) this process is a fork server that never runs learner code
 itself: it imports torch once, then runs each check in a forked copy of itself, confined by
-`grader.sandbox`, within a deadline and a memory limit for the check's processes as a whole, and
+`grader.shared.sandbox`, within a deadline and a memory limit for the check's processes as a whole, and
 kills whatever the check started once it ends. Otherwise checks run in this process in turn,
 unconfined; the grader enforces their timeouts and replaces this process when one ends it.
 

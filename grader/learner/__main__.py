@@ -1,5 +1,5 @@
 """`python -m grader.learner`: the learner's process, as `runner.Worker` starts it."""
 
-from .server import serve
+from grader.learner.server import serve
 
 serve()

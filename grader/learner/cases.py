@@ -8,15 +8,15 @@ import importlib
 from dataclasses import asdict
 from pathlib import Path
 
-from .. import wire
-from ..drivers.replay import replaying
-from ..types import counts_by_part
-from ..wire import Capture, CaseSpec, Request
-from .device import DeviceUnavailable, device_mixup, resolve_device
-from .guards import Forbidden
-from .package import LearnerPackage, describe, learner_frame, one_line, source_place
-from .recorder import Recorder, parameter_shapes
-from .weights import SkipRandomFills, Source, WeightsMismatch, load_weights
+from grader.learner.device import DeviceUnavailable, device_mixup, resolve_device
+from grader.learner.drivers.replay import replaying
+from grader.learner.guards import Forbidden
+from grader.learner.package import LearnerPackage, describe, learner_frame, one_line, source_place
+from grader.learner.recorder import Recorder, parameter_shapes
+from grader.learner.weights import SkipRandomFills, Source, WeightsMismatch, load_weights
+from grader.shared import wire
+from grader.shared.types import counts_by_part
+from grader.shared.wire import Capture, CaseSpec, Request
 
 # One thread for torch in every check: the same sums in the same order on any machine, so every number a
 # report gives repeats; the checks' matrices are small (measured: no check slower on one thread than on two),
@@ -85,7 +85,7 @@ class CaseContext:
 
 def call_target(ctx: CaseContext, args: list, capture: Capture | None = None):
     """The default driver: call the target, recording its intermediates when asked to; the submodules
-    the case ships GPT-2's outputs for answer them (`grader.drivers.replay`)."""
+    the case ships GPT-2's outputs for answer them (`grader.learner.drivers.replay`)."""
     function = ctx.target_function()
     root = getattr(function, "__self__", None)
     if not capture:

@@ -1,5 +1,5 @@
 """Courtesies for honest mistakes, inside the check's process: reference imports and reads refused with a
-clear message. Not security: the sandbox (`grader.sandbox`) and the grader's validation are."""
+clear message. Not security: the sandbox (`grader.shared.sandbox`) and the grader's validation are."""
 
 from __future__ import annotations
 

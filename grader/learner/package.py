@@ -14,7 +14,7 @@ PACKAGE_NAME = "learner_package"
 # A learner's file that does not import, and the grader's module given in its place to the files that import it:
 # so that one syntax error in transformer.py costs its own checks, not those of interp.py (its functions take a
 # Transformer). Asked for by itself (`LearnerPackage.module("transformer")`), the file still raises its own error.
-STAND_INS = {"transformer": ("grader.drivers.stand_in_transformer", ("interp", "training"))}
+STAND_INS = {"transformer": ("grader.learner.drivers.stand_in_transformer", ("interp", "training"))}
 
 
 def one_line(error: BaseException) -> str:

@@ -1,6 +1,6 @@
 """The fork server: one confined fork per check, supervised for time and memory; or checks in turn, unforked.
 
-A forked check runs in a cgroup of its own where the fork server can make one (`grader.cgroup`): the
+A forked check runs in a cgroup of its own where the fork server can make one (`grader.shared.cgroup`): the
 kernel counts and caps its memory and tasks. Elsewhere its address space is capped and its resident
 memory polled. Either way what it prints goes through a pipe to the fork server, which keeps the
 first MAX_PRINTED_BYTES and counts the rest, and each file it writes is capped at CHECK_FILE_BYTES.
@@ -21,18 +21,18 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from .. import sandbox, wire
-from ..cgroup import CheckGroup
-from ..paths import REPO_ROOT
-from ..wire import Request
-from .cases import failure_reply, run_request
-from .guards import install_guards
-from .package import LearnerPackage
-from .weights import WeightsFile
+from grader.learner.cases import failure_reply, run_request
+from grader.learner.guards import install_guards
+from grader.learner.package import LearnerPackage
+from grader.learner.weights import WeightsFile
+from grader.shared import sandbox, wire
+from grader.shared.cgroup import CheckGroup
+from grader.shared.paths import REPO_ROOT
+from grader.shared.wire import Request
 
 # What the code a driver runs imports on first use, beyond the driver itself: torch.optim's first
 # optimizer imports torch._dynamo, about 2 s, in each training check that makes one.
-DRIVER_IMPORTS = {"grader.drivers.training": ("torch._dynamo",)}
+DRIVER_IMPORTS = {"grader.learner.drivers.training": ("torch._dynamo",)}
 POLL_SECONDS = 0.1  # how often the fork server looks at a running check's time and memory
 MAX_PRINTED_BYTES = 64 * 1024  # of what a check prints, kept for the report (which shows a few lines)
 READ_BYTES = 64 * 1024  # one pipeful

@@ -1,0 +1,361 @@
+"""Grade a class: every learner checkout in a directory, with this checkout's grader.
+
+    python -m grader.host.batch SUBMISSIONS_DIR --csv grades.csv [CHECK ...] [--jobs N]
+
+Each subdirectory of SUBMISSIONS_DIR is one submission, and only its `exercises/` is read: its
+directories and regular files (within size and count limits; no links, pipes, sockets or devices)
+are copied to a scratch directory of the submission's own and graded by `grade` from this
+checkout, so a submission's own grader, tests and workflows play no part. Everything that grading
+writes (the copy, the report, the temporary files of the grading process and of its checks) lives
+in that scratch, which goes with the submission. The reference is prepared once, before any
+submission; then the submissions are graded in parallel, each by a process group of its own with a
+time limit. A submission that cannot be graded (no exercises/, a file that cannot be accepted, a
+grading process that hangs or dies) gets a row with its error, and the batch goes on.
+
+Outputs: the CSV gradebook (one row per submission: each check's status, the score, the maximum
+and any error) and one JSON result per submission, written as soon as that submission is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.host.cli import add_timeout_option
+from grader.shared.commands import tool_parser
+from grader.shared.paths import REPO_ROOT
+
+# What a submission's exercises/ may hold: a module of this course is a few KB.
+FILE_LIMIT = 2**20  # bytes a file
+SUBMISSION_LIMIT = 8 * 2**20  # bytes in all
+ENTRY_LIMIT = 1000  # files and directories
+SPECIAL_FILES = {
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    check_ids: tuple[str, ...]
+    reference: str  # the kind prepared by the batch: "gpt2" or "random"
+    timeout: float  # per check
+    submission_timeout: float
+    sandbox_flags: tuple[str, ...] = ()  # passed on to grade: --require-sandbox
+
+
+@dataclass
+class Submission:
+    """One submission's outcome: the `grade --json` report, or why there is none."""
+
+    name: str
+    report: dict | None = None
+    error: str = ""
+
+    @property
+    def statuses(self) -> dict[str, str]:
+        return {check["id"]: check["status"] for check in (self.report or {}).get("checks", [])}
+
+    @property
+    def points(self) -> dict[str, int]:
+        return {check["id"]: check["score"] for check in (self.report or {}).get("checks", [])}
+
+    @property
+    def score(self) -> int:
+        return self.report["score"] if self.report else 0
+
+    def to_dict(self, max_score: int) -> dict:
+        return {
+            "submission": self.name,
+            "score": self.score,
+            "max_score": max_score,
+            "error": self.error or None,
+            "report": self.report,
+        }
+
+
+def submissions_in(root: Path) -> list[Path]:
+    return sorted(path for path in root.iterdir() if path.is_dir() and not path.name.startswith("."))
+
+
+def missing_files(exercises: Path, checks: Sequence) -> list[str]:
+    return sorted(
+        {f"{check.target.file}.py" for check in checks if not (exercises / f"{check.target.file}.py").is_file()}
+    )
+
+
+class Refused(Exception):
+    """A submission that is not graded: the message, one line, is its row's error."""
+
+
+def copy_exercises(exercises: Path, target: Path) -> None:
+    """Copy `exercises` (but __pycache__) to `target`: directories and regular files only, within the
+    limits above, each file measured by its metadata before a byte of it is copied. Raises Refused."""
+    pending, entries, total = [Path()], 0, 0
+    while pending:  # a stack, not recursion: no depth of tree exhausts Python's
+        relative = pending.pop()
+        (target / relative).mkdir()
+        with os.scandir(exercises / relative) as listing:
+            for entry in listing:
+                entries += 1
+                if entries > ENTRY_LIMIT:
+                    raise Refused(f"exercises/ holds more than {ENTRY_LIMIT} files and directories")
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    pending += [relative / entry.name] if entry.name != "__pycache__" else []
+                    continue
+                accept_file(f"exercises/{relative / entry.name}", info)
+                total += info.st_size
+                if total > SUBMISSION_LIMIT:
+                    raise Refused(f"exercises/ holds more than the limit of {SUBMISSION_LIMIT:,} bytes")
+                shutil.copyfile(entry.path, target / relative / entry.name, follow_symlinks=False)
+
+
+def accept_file(name: str, info: os.stat_result) -> None:
+    """Raise Refused unless `name` is a regular file within FILE_LIMIT. A symbolic link could hand the
+    grader a file of the grading machine as the learner's; the others would fill the disk or hang
+    the copy: a 1.5 GB sparse file is 1.5 GB to copy, however few blocks it has, a named pipe waits
+    for a writer, /dev/zero never ends."""
+    if stat.S_ISLNK(info.st_mode):
+        raise Refused(f"symbolic links are not accepted: {name}")
+    if not stat.S_ISREG(info.st_mode):
+        raise Refused(f"{name} is {SPECIAL_FILES.get(stat.S_IFMT(info.st_mode), 'a special file')}, not a regular file")
+    if info.st_size > FILE_LIMIT:
+        raise Refused(f"{name} is {info.st_size:,} bytes, over the limit of {FILE_LIMIT:,} bytes a file")
+
+
+def spreadsheet_safe(cell: object) -> object:
+    """A text cell a spreadsheet shows as text: one starting with =, +, -, @ (or a tab or carriage
+    return) would be read as a formula, so it gets a leading apostrophe."""
+    if isinstance(cell, str) and cell[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + cell
+    return cell
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def add_grading_options(p, graded: str) -> None:
+    """The options batch and the notebooks' grades share: the reference, the jobs and each check's time limit."""
+    p.add_argument(
+        "--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)"
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help=f"{graded} graded at once (default: the number of cores)",
+    )
+    add_timeout_option(p)
+
+
+def submission_time_limit(checks: Sequence, timeout: float) -> float:
+    """Seconds one submission's grading may take: every check's limit, plus two minutes for the rest."""
+    return sum(max(timeout, check.min_timeout or 0) for check in checks) + 120
+
+
+def own_mount_namespace() -> list[str]:
+    """As root on Linux, the prefix that runs a grading in a mount namespace of its own (util-linux's
+    unshare, private propagation): the tmpfs each check's scratch is mounted on ends with the grading,
+    even one killed at its time limit, instead of staying mounted, and in memory, on the machine."""
+    if sys.platform != "linux" or os.geteuid() != 0 or not shutil.which("unshare"):
+        return []
+    return ["unshare", "--mount", "--propagation", "private", "--"]
+
+
+def run_in_own_group(command: list[str], seconds: float, env: dict) -> tuple[int, str]:
+    """Exit code and stderr of command, run in a new process group. Past `seconds` the whole group
+    (the learner's processes with it) is killed and TimeoutError raised."""
+    process = subprocess.Popen(
+        [*own_mount_namespace(), *command],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _, stderr = process.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+        process.communicate()
+        raise TimeoutError(f"grading took longer than {seconds:g} s; stopped") from None
+    kill_group(process)  # anything the learner's code left running
+    return process.returncode, stderr
+
+
+def grade_submission(submission: Path, checks: Sequence, options: Options) -> Submission:
+    """Grade a copy of the submission's exercises/ with this checkout's `grade`, in its own process group."""
+    exercises = submission / "exercises"
+    if exercises.is_symlink():
+        return Submission(submission.name, error="symbolic links are not accepted: exercises")
+    if not (exercises / "__init__.py").is_file():
+        return Submission(submission.name, error="no exercises/ package (exercises/__init__.py is missing)")
+    with tempfile.TemporaryDirectory(prefix="gpt2-batch-", ignore_cleanup_errors=True) as scratch:
+        package, report_path = Path(scratch) / "exercises", Path(scratch) / "report.json"
+        try:
+            copy_exercises(exercises, package)
+        except Refused as refusal:
+            return Submission(submission.name, error=str(refusal))
+        except OSError as error:
+            return Submission(submission.name, error=f"could not copy exercises/: {error}")
+        command = [
+            sys.executable,
+            "-m",
+            "grader",
+            *options.check_ids,
+            "--exercises",
+            str(package),
+            "--reference",
+            options.reference,
+        ]
+        command += ["--timeout", str(options.timeout), "--json", str(report_path), *options.sandbox_flags]
+        # One torch thread each: the parallelism is the jobs', and threads that lose their core spin.
+        # The grading's temporary files in the submission's scratch: gone with it, even when the grading is killed.
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": scratch}
+        try:
+            code, stderr = run_in_own_group(command, options.submission_timeout, env)
+        except TimeoutError as error:
+            return Submission(submission.name, error=str(error))
+        try:
+            report = json.loads(report_path.read_text())
+        except (OSError, ValueError):
+            last = (stderr.strip().splitlines() or [""])[-1]
+            return Submission(
+                submission.name, error=f"the grading process stopped without a report (exit code {code}) {last}".strip()
+            )
+    report["package"] = str(exercises)  # not the scratch copy, gone by now
+    missing = missing_files(exercises, checks)
+    return Submission(submission.name, report, f"missing {', '.join(missing)}" if missing else "")
+
+
+def grade_all(submissions: list[Path], checks: Sequence, options: Options, jobs: int, on_done) -> list[Submission]:
+    """Every submission graded, `jobs` at a time; on_done(result) as each finishes."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(grade_submission, path, checks, options) for path in submissions]
+        for future in as_completed(futures):
+            on_done(future.result())
+    return sorted((future.result() for future in futures), key=lambda result: result.name)
+
+
+POINTS_COLUMN = "{check} points"
+
+
+def write_gradebook(path: Path, results: list[Submission], checks: Sequence, first: str = "submission") -> None:
+    """The CSV: one row per submission; each check's status and its points beside it, then the score, the
+    maximum and any error (the notebooks' grades too, with `first="student"`)."""
+    max_score = sum(check.points for check in checks)
+    per_check = [column for check in checks for column in (check.id, POINTS_COLUMN.format(check=check.id))]
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([first, *per_check, "score", "max_score", "error"])
+        for result in results:
+            statuses, points = result.statuses, result.points
+            cells = [cell for check in checks for cell in (statuses.get(check.id, ""), points.get(check.id, 0))]
+            row = [result.name, *cells, result.score, max_score, result.error]
+            writer.writerow([spreadsheet_safe(cell) for cell in row])
+
+
+def parser() -> argparse.ArgumentParser:
+    p = tool_parser("grader.host.batch", __doc__)
+    p.add_argument(
+        "submissions",
+        type=Path,
+        metavar="SUBMISSIONS_DIR",
+        help="a directory with one learner checkout per subdirectory",
+    )
+    p.add_argument("checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all)")
+    p.add_argument("--csv", type=Path, required=True, metavar="FILE", help="the gradebook to write")
+    p.add_argument(
+        "--results",
+        type=Path,
+        metavar="DIR",
+        help="where to write one JSON result per submission (default: next to the CSV, FILE-results/)",
+    )
+    add_grading_options(p, "submissions")
+    p.add_argument(
+        "--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (as grade)"
+    )
+    p.add_argument(
+        "--submission-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="time allowed per submission (default: the per-check time for every check, plus two minutes)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from grader.checks import UnknownCheck, select
+    from grader.host.refcache import ReferenceUnavailable, ensure_reference
+
+    def usage(message: str) -> int:
+        print(f"batch: {message}", file=sys.stderr)
+        return 2
+
+    if not args.submissions.is_dir():
+        return usage(f"{args.submissions} is not a directory")
+    if not args.csv.parent.is_dir():
+        return usage(f"cannot write {args.csv}: {args.csv.parent} is not a directory")
+    if args.jobs < 1:
+        return usage("--jobs must be at least 1")
+    try:
+        checks = select(args.checks)
+    except UnknownCheck as error:
+        return usage(str(error))
+    from grader.shared.sandbox import status
+
+    if args.require_sandbox and not status().on:
+        return usage(f"--require-sandbox, and there is none: {status().describe()}")
+    submissions = submissions_in(args.submissions)
+    if not submissions:
+        return usage(f"{args.submissions} has no submission directories")
+    try:
+        reference = ensure_reference(args.reference, lambda message, fraction=None: print(message, file=sys.stderr))
+    except ReferenceUnavailable as error:
+        return usage(f"{error} (--reference random grades offline)")
+    if reference.fallback_reason:
+        print(f"batch: grading against the random reference: {reference.fallback_reason}", file=sys.stderr)
+
+    results_dir = args.results or args.csv.with_name(f"{args.csv.stem}-results")
+    results_dir.mkdir(parents=True, exist_ok=True)
+    max_score = sum(check.points for check in checks)
+    submission_timeout = args.submission_timeout or submission_time_limit(checks, args.timeout)
+    sandbox_flags = ("--require-sandbox",) if args.require_sandbox else ()
+    options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout, sandbox_flags)
+
+    def done(result: Submission) -> None:
+        (results_dir / f"{result.name}.json").write_text(json.dumps(result.to_dict(max_score), indent=2) + "\n")
+        print(
+            f"{result.name}: {result.score}/{max_score}" + (f" ({result.error})" if result.error else ""),
+            file=sys.stderr,
+        )
+
+    results = grade_all(submissions, checks, options, args.jobs, done)
+    write_gradebook(args.csv, results, checks)
+    print(f"graded {len(results)} submissions: {args.csv}, results in {results_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""`grade`: arguments -> reference -> learner's process -> verdicts -> renderers -> exit code.
+
+Heavy modules (torch, rich) are imported only once a command needs them, so `grade --help` is quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from grader.host.render import RENDERERS
+from grader.host.runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
+from grader.shared.paths import REPO_ROOT, default_exercises
+
+
+def add_timeout_option(p: argparse.ArgumentParser) -> None:
+    """--timeout, as grade and grader.host.batch both take it."""
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"time allowed per check (default: {DEFAULT_TIMEOUT:g})",
+    )
+
+
+def add_switches(group, helps: dict[str, str]) -> None:
+    """Options that take no value (store_true), each with its help."""
+    for flag, help_text in helps.items():
+        group.add_argument(flag, action="store_true", help=help_text)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="grade", description="Grade your GPT-2 modules against the real GPT-2.")
+    p.add_argument(
+        "checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all), e.g. attention mlp"
+    )
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
+        "--exercises", type=Path, metavar="PATH", help="grade the package at PATH (default: ./exercises)"
+    )
+    source.add_argument("--solutions", action="store_true", help="grade the reference solutions in solutions/")
+    p.add_argument(
+        "--reference",
+        choices=("auto", "gpt2", "random"),
+        default="auto",
+        help="gpt2: the released weights; random: a seeded random model of the same shape; "
+        "auto (default): gpt2 when its weights are here, else random (the network is asked only before "
+        "any reference was prepared; --download switches to gpt2)",
+    )
+    for option in (option for renderer in RENDERERS for option in renderer.options):
+        if option.file:
+            p.add_argument(option.flag, type=Path, metavar="FILE", help=option.help)
+        else:
+            add_switches(p, {option.flag: option.help})
+    add_timeout_option(p)
+    p.add_argument(
+        "--memory-limit",
+        type=float,
+        default=DEFAULT_MEMORY_LIMIT_GB,
+        metavar="GB",
+        help=f"memory a check may allocate before it is stopped (default: {DEFAULT_MEMORY_LIMIT_GB:g}; 0: no limit)",
+    )
+    where = "where your modules, GPT-2's weights and the inputs go (default: cpu); auto: cuda, else mps, else cpu"
+    p.add_argument("--device", choices=DEVICES, default="cpu", help=where)
+    add_switches(p, {"--trace": "print every tensor your code names, with its shape and GPT-2's"})
+    confinement = {
+        "--require-sandbox": "refuse to grade where the sandbox is not available (Gradescope, batch grading)",
+        "--no-sandbox": "run checks unconfined (for debugging the grader; reports say so)",
+    }
+    add_switches(p.add_mutually_exclusive_group(), confinement)
+    p.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of the random inputs (default: 0); the report prints it"
+    )
+    watch = "keep running: each save regrades the checks of the saved file and says what changed (Ctrl-C ends)"
+    download = "fetch GPT-2 into the Hugging Face cache (online, once) and exit"
+    add_switches(p, {"--list": "list the checks and exit", "--watch": watch, "--download": download})
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from grader.checks import UnknownCheck, listing, registry, select
+
+    if args.download:
+        return download()
+    if args.list:
+        print("\n".join(listing(registry())))
+        return 0
+    try:
+        checks = select(args.checks)
+    except UnknownCheck as error:
+        print(f"grade: {error}", file=sys.stderr)
+        return 2
+    if args.watch and any(not r.always for r in chosen_renderers(args)):  # a file would hold one run of many
+        print(
+            "grade: --watch reports in the terminal only; run grade without it to write report files", file=sys.stderr
+        )
+        return 2
+    package = REPO_ROOT / "solutions" if args.solutions else (args.exercises or default_exercises())
+    if not (package / "__init__.py").is_file():
+        print(f"grade: {package} is not a Python package (no __init__.py)", file=sys.stderr)
+        return 2
+    try:
+        return grade(checks, package.resolve(), args)
+    except KeyboardInterrupt:
+        from grader.shared import sandbox
+
+        sandbox.end_descendants()  # the worker and the check it was running; a half-built cache entry is only staging
+        print("grade: interrupted: nothing was written", file=sys.stderr)
+        return 130
+
+
+def grade(checks, package: Path, args) -> int:
+    from rich.console import Console
+
+    from grader.host.refcache import ReferenceUnavailable
+    from grader.host.runner import LearnerProcesses, Limits
+    from grader.shared import sandbox
+
+    confinement = sandbox.status()
+    if args.require_sandbox and not confinement.on:
+        print(f"grade: --require-sandbox, and there is none: {confinement.describe()}", file=sys.stderr)
+        return 2
+    # Everything the grader needs after the learner's code has run is imported before it runs, and
+    # under GitHub Actions nothing printed from here on until the report is published is a workflow command.
+    emits = [renderer.emitter(vars(args), say) for renderer in chosen_renderers(args)]
+    sandbox.become_subreaper()  # a learner process that outlives its worker still ends with the grading
+    errors = Console(stderr=True)
+    limits = Limits(
+        timeout=args.timeout,
+        memory_gb=args.memory_limit,
+        trace=args.trace,
+        sandbox=not args.no_sandbox,
+        device=args.device,
+    )
+    with LearnerProcesses(limits) as processes:
+        processes.start()  # torch is imported while the reference is read; a build stops it, to spare memory
+        try:
+            reference = prepare_reference(args, errors, building=processes.stop)
+        except ReferenceUnavailable as error:
+            print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
+            return 2
+        return graded(checks, package, args, reference, processes, emits, errors)
+
+
+def graded(checks, package: Path, args, reference, processes, emits, errors) -> int:
+    """Grade with `reference`, show the report with each of `emits`, and say what the exit code means."""
+    from rich.console import Console
+
+    from grader.host.pipeline import ReferenceTampered, grade_package
+    from grader.host.refcache import ReferenceUnavailable, discard
+    from grader.shared import sandbox
+
+    def rebuilt(tampered, error: ReferenceTampered):  # never judged from: rebuilt, and graded again
+        print(f"grade: the reference cache did not verify ({error}); rebuilding it", file=sys.stderr)
+        processes.stop()  # workers whose forks hold the old entry's files open
+        discard(tampered)
+        return prepare_reference(args, errors, building=processes.stop)
+
+    try:
+        if args.watch:
+            from grader.host.watch import watch
+
+            return watch(package, checks, reference, processes, Console(), not args.quiet, rebuilt)
+        try:
+            with errors.status(f"running {len(checks)} checks on {package}"):
+                report = grade_package(package, checks, reference, processes=processes)
+        except ReferenceTampered as error:
+            report = grade_package(package, checks, rebuilt(reference, error), processes=processes)
+    except (ReferenceTampered, ReferenceUnavailable) as again:
+        print(f"grade: no trustworthy reference: {again}", file=sys.stderr)
+        return 2
+    sandbox.end_descendants()  # nothing the learner's code started may touch what is written next
+    for emit in emits:  # the terminal's report, then the files, then GitHub's step
+        emit(report)
+    if not report.passed:  # CI prints only "exit code 1": say what it means
+        passing = sum(check.status == "pass" for check in report.checks)
+        print(f"grade: {passing} of {len(report.checks)} checks pass; the exit code is 1 until all do", file=sys.stderr)
+    return 0 if report.passed else 1
+
+
+def say(problem: str) -> None:
+    """One line on stderr about what could not be done; the rest of the report stays intact."""
+    print(f"grade: {problem}", file=sys.stderr)
+
+
+def download() -> int:
+    """`grade --download`: GPT-2's files into the Hugging Face cache, where `--reference auto` finds them."""
+    from huggingface_hub import snapshot_download
+
+    try:  # the weights once, as safetensors; not the TensorFlow, Flax and ONNX copies
+        path = snapshot_download("gpt2", allow_patterns=["*.json", "*.txt", "model.safetensors"])
+    except Exception as error:  # offline, a proxy, a full disk: each says why in its first line
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        print(f"grade: could not download GPT-2: {reason}", file=sys.stderr)
+        return 2
+    print(f"grade: GPT-2 is in the Hugging Face cache ({path}); `grade` now grades against it")
+    return 0
+
+
+def prepare_reference(args, errors, building=lambda: None):
+    """The reference cache entry, with a progress bar while it is built (the first run only); outside
+    a terminal (CI logs, `| tee`) plain lines instead, each step once, as a bar redrawn there is noise.
+    `building` is called before each progress message: there is work beyond reading the cache."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from grader.host.refcache import ensure_reference
+
+    if not errors.is_terminal:
+        plain = plain_progress()
+
+        def said(message: str, fraction: float | None = None) -> None:
+            building()
+            plain(message, fraction)
+
+        return ensure_reference(args.reference, said, seed=args.seed)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=errors, transient=True
+    ) as bar:
+        task = bar.add_task("checking the reference cache", total=1.0)
+
+        def progress(message: str, fraction: float | None = None) -> None:
+            building()
+            if fraction is None:
+                bar.console.print(message)
+            else:
+                bar.update(task, description=message, completed=fraction)
+
+        return ensure_reference(args.reference, progress, seed=args.seed)
+
+
+def plain_progress():
+    """A progress callback that prints each new message once, on stderr."""
+    said = []
+
+    def progress(message: str, fraction: float | None = None) -> None:
+        if message not in said[-1:]:
+            said.append(message)
+            print(f"grade: {message}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+def chosen_renderers(args) -> list:
+    """The renderers this run shows its report with, in RENDERERS' order."""
+    return [renderer for renderer in RENDERERS if renderer.chosen(vars(args))]

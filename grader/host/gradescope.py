@@ -1,0 +1,64 @@
+"""Gradescope's autograder zip: the learner repository (no solution), with `setup.sh` and `run_autograder`.
+
+    python -m grader.host.gradescope autograder.zip      (or: make gradescope)
+
+Gradescope unpacks the zip into /autograder/source, runs `setup.sh` once to build its image (the
+grader installed, GPT-2 downloaded where the image can reach it, the reference cache prepared) and
+`run_autograder` for each submission: the submitted `exercises/` (or the files alone) graded with
+`--require-sandbox` into /autograder/results/results.json. Both scripts honour AUTOGRADER_ROOT in
+place of /autograder, which is how the tests run them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from grader.host.release import ReleaseError, build_release
+from grader.shared.commands import tool_parser
+from grader.shared.paths import REPO_ROOT
+
+SCRIPTS_DIR = Path(__file__).resolve().parents[1] / "templates" / "gradescope"
+SCRIPTS = ("setup.sh", "run_autograder")
+EXECUTABLE = 0o100755 << 16  # a zip entry's Unix mode lives in the high half of external_attr
+
+
+def build_zip(out: Path, root: Path = REPO_ROOT) -> list[str]:
+    """Write the autograder zip to `out`; return the names it holds, the scripts first."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpt2-gradescope-") as scratch:
+        source = Path(scratch) / "source"
+        files = build_release(source, "grade", root)
+        staging = out.with_name(f".{out.name}.{os.getpid()}")
+        try:
+            with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as archive:
+                for name in SCRIPTS:
+                    entry = zipfile.ZipInfo(name)
+                    entry.external_attr, entry.compress_type = EXECUTABLE, zipfile.ZIP_DEFLATED
+                    archive.writestr(entry, (SCRIPTS_DIR / name).read_bytes())
+                for name in files:
+                    archive.write(source / name, name)
+            os.replace(staging, out)
+        finally:
+            staging.unlink(missing_ok=True)
+    return [*SCRIPTS, *files]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = tool_parser("grader.host.gradescope", __doc__)
+    parser.add_argument("zip", type=Path, metavar="OUT.zip", help="the zip to write (e.g. autograder.zip)")
+    args = parser.parse_args(argv)
+    try:
+        names = build_zip(args.zip)
+    except (ReleaseError, OSError) as error:
+        print(f"gradescope: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.zip}: {len(names)} files; upload it as the assignment's autograder (Configure Autograder)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

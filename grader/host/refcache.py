@@ -1,0 +1,383 @@
+"""The reference cache: each entry holds everything the checks need from GPT-2, built once.
+
+An entry is a directory of safetensors files plus meta.json, named by the reference kind and a
+hash of the code that defines the cases, so a changed check invalidates it. Entries are built in a
+separate process (`grader.builder.reference`) into a temporary directory and renamed into place, so two
+graders building at once cannot leave a half-written entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import TypeAdapter
+
+from grader import __version__
+from grader.shared import sandbox, wire
+from grader.shared.entry import ENTRY_FILES, PROGRESS_PREFIX, digested_files, part_digest
+from grader.shared.paths import cache_root
+
+GRADER_DIR = Path(__file__).resolve().parents[1]
+VERIFIED_FILE = "verified.json"  # the parts an earlier run hashed, by their file's stat; read only where unconfined
+
+
+class ReferenceUnavailable(RuntimeError):
+    """No reference could be loaded or built; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class ReferenceData:
+    """A complete cache entry, read lazily."""
+
+    kind: str
+    directory: Path
+    meta: dict
+    fallback_reason: str | None = None
+    owner: object = None  # keeps a temporary cache directory alive as long as this entry
+    verified: dict = field(default_factory=dict, compare=False)  # part -> the stat of its file when its digest matched
+
+    @property
+    def weights_path(self) -> Path:
+        return self.directory / "weights.safetensors"
+
+    def inputs_path(self, check_id: str) -> Path:
+        return self.directory / "inputs" / f"{check_id}.safetensors"
+
+    def cases(self, check_id: str) -> list[wire.CaseSpec]:
+        return CASES.validate_python(self.meta["cases"][check_id])
+
+    def expected(self, check_id: str) -> dict:
+        """The expected tensors of one check, keyed without the check's id."""
+        from safetensors import safe_open
+
+        prefix = wire.EXPECTED.format(check=check_id, case="")
+        with safe_open(str(self.directory / "expected.safetensors"), "np") as handle:
+            return {key[len(prefix) :]: handle.get_tensor(key) for key in handle.keys() if key.startswith(prefix)}
+
+    def inputs(self, check_id: str) -> dict:
+        from safetensors.numpy import load_file
+
+        return load_file(str(self.inputs_path(check_id)))
+
+    def vocabulary(self) -> list[str]:
+        """The text of every token id, as the reference's tokenizer decodes it alone."""
+        return json.loads((self.directory / "vocabulary.json").read_text(encoding="utf-8"))
+
+    def with_fallback(self, reason: str | None, owner: object = None) -> ReferenceData:
+        return ReferenceData(self.kind, self.directory, self.meta, reason, owner or self.owner, self.verified)
+
+
+CASES = TypeAdapter(list[wire.CaseSpec])
+
+
+def code_fingerprint() -> str:
+    """Hash of the grader version and of every source file that decides what the entry holds."""
+    digest = hashlib.sha256(__version__.encode())
+    sources = [
+        *(GRADER_DIR / "builder").glob("*.py"),
+        GRADER_DIR / "shared" / "wire.py",
+        *(GRADER_DIR / "checks").rglob("*.py"),
+    ]
+    for path in sorted(sources):
+        digest.update(path.relative_to(GRADER_DIR).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def entry_dir(root: Path, kind: str, seed: int) -> Path:
+    return root / f"{kind}-seed{seed}-{code_fingerprint()}"
+
+
+def parts_read(data: ReferenceData, check_ids: Sequence[str] | None) -> list[str]:
+    """The parts (digest names) a grading of these checks reads: the vocabulary, their inputs, their expected
+    tensors and the weights their cases load; every part when `check_ids` is None."""
+    names = list(data.meta["digests"])
+    if check_ids is None:
+        return names
+    prefixes = [case.weights for check in check_ids for case in data.cases(check) if case.weights is not None]
+    expected = tuple(wire.EXPECTED.format(check=check, case="") for check in check_ids)
+    inputs = {f"inputs/{check}.safetensors" for check in check_ids}
+
+    def read(name: str) -> bool:
+        file, _, key = name.partition(":")
+        if file == "weights.safetensors":
+            return not key or any(key.startswith(prefix) for prefix in prefixes)
+        if file == "expected.safetensors":
+            return not key or key.startswith(expected)
+        return file in inputs or not file.startswith("inputs/")
+
+    return [name for name in names if read(name)]
+
+
+def read_entry(directory: Path, kind: str) -> ReferenceData:
+    """A structurally sound entry; raises ValueError naming what is wrong with a damaged one.
+    Its contents are verified against their digests by `Seal`, beside the grading."""
+    from safetensors import safe_open
+
+    missing = [name for name in ENTRY_FILES if not (directory / name).is_file()]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    try:
+        meta = json.loads((directory / "meta.json").read_text())
+        data = ReferenceData(kind, directory, meta)
+        for check_id in meta["cases"]:
+            data.cases(check_id)
+        for path in digested_files(directory):
+            if path.suffix == ".safetensors":
+                with safe_open(str(path), "np") as handle:
+                    handle.keys()
+        files = {name.partition(":")[0] for name in meta["digests"]}
+        if files != {str(path.relative_to(directory)) for path in digested_files(directory)}:
+            raise ValueError("the files do not match meta.json's digests")
+    except Exception as error:  # any damage means the same thing: rebuild
+        raise ValueError(wire.clean_text(f"{type(error).__name__}: {error}", 300)) from None
+    if meta.get("reference") != kind:
+        raise ValueError("meta.json names another reference")
+    return data
+
+
+class Seal:
+    """Proof that what a grading reads of an entry is what its builder wrote, from before any learner code
+    runs until judging.
+
+    Started before the learner's process: the parts the selected checks read (`parts_read`) are hashed in a
+    thread (beside the worker's start-up) and compared with the digests the builder recorded; `broken()`
+    then also checks that no file was replaced or written since (inode, size, modification and change
+    times). A part this process hashed before (watch's regrades) is not hashed again; one an earlier run
+    hashed is hashed again wherever the sandbox is on (`_recall_verified`).
+    """
+
+    def __init__(self, data: ReferenceData, check_ids: Sequence[str] | None = None):
+        self.data, self.parts = data, parts_read(data, check_ids)
+        self.stats = {path: _stat(path) for path in [*digested_files(data.directory), data.directory / "meta.json"]}
+        self._recall_verified()
+        self._problem: str | None = None
+        self._thread = threading.Thread(target=self._verify, daemon=True)
+        self._thread.start()
+
+    def _stat_of(self, part: str) -> tuple:
+        return self.stats.get(self.data.directory / part.partition(":")[0], ())
+
+    def _verify(self) -> None:
+        recorded, verified = self.data.meta.get("digests", {}), self.data.verified
+        for part in self.parts:
+            if verified.get(part) == self._stat_of(part):
+                continue  # hashed before in this process, and not written since
+            if recorded.get(part) != part_digest(self.data.directory, part):
+                self._problem = f"{part.partition(':')[0]} is not what the reference builder wrote"
+                return
+            verified[part] = self._stat_of(part)
+        self._remember_verified()
+
+    def _recall_verified(self) -> None:
+        """Parts hashed by an earlier run whose files were not written since (a write always moves the
+        change time, which no unprivileged process can set back): the weights are not hashed every run.
+
+        Only where checks run unconfined. The record is its user's file, so the code of any unconfined
+        run (--no-sandbox, GPT2_GRADER_SANDBOX=off) could have rewritten it together with the files it
+        vouches for: where the sandbox is on, every run hashes what it reads (`attention`'s few MB, the
+        whole model's 1 GB in about a second, beside the worker's start-up); where it is off, the
+        learner's code could read the answers anyway."""
+        if sandbox.status().on:
+            return
+        try:
+            earlier = json.loads((self.data.directory / VERIFIED_FILE).read_text())
+        except (OSError, ValueError):
+            return
+        if not isinstance(earlier, dict):
+            return
+        for part in self.parts:
+            stat = self._stat_of(part)
+            if stat and earlier.get(part) == list(stat):
+                self.data.verified[part] = stat
+
+    def _remember_verified(self) -> None:
+        record = {part: list(stat) for part, stat in self.data.verified.items()}
+        staging = self.data.directory / f".{VERIFIED_FILE}.{os.getpid()}"
+        with contextlib.suppress(OSError):  # an unwritable cache only costs the hashing next time
+            staging.write_text(json.dumps(record))
+            os.replace(staging, self.data.directory / VERIFIED_FILE)
+
+    def broken(self) -> str | None:
+        """Why the entry cannot be trusted, or None."""
+        self._thread.join()
+        if self._problem:
+            return self._problem
+        changed = [path.name for path, stat in self.stats.items() if _stat(path) != stat]
+        return f"{', '.join(changed)} changed while the checks ran" if changed else None
+
+
+def _stat(path: Path) -> tuple:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def discard(data: ReferenceData) -> None:
+    """Remove an entry that did not verify, so that the next `ensure_reference` rebuilds it."""
+    shutil.rmtree(data.directory, ignore_errors=True)
+
+
+# --- where GPT-2 can come from ------------------------------------------------------------------
+
+NOT_CACHED = "GPT-2 is not in the Hugging Face cache: `grade --download` fetches it"
+UNREACHABLE = "GPT-2 is not in the Hugging Face cache ({hub}) and huggingface.co cannot be reached"
+
+
+def hf_hub_cache() -> Path:
+    """The Hugging Face hub cache directory, resolved the way huggingface_hub does."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    hf_home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface"
+    )
+    return Path(hf_home) / "hub"
+
+
+def gpt2_in_hf_cache() -> bool:
+    snapshots = hf_hub_cache() / "models--gpt2" / "snapshots"
+    return any((s / "config.json").is_file() and (s / "model.safetensors").is_file() for s in snapshots.glob("*"))
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    try:
+        with socket.create_connection(("huggingface.co", 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+# --- building -----------------------------------------------------------------------------------
+
+Progress = Callable[..., None]  # (message, fraction done or None)
+
+
+def build_entry(root: Path, kind: str, seed: int, offline: bool, progress: Progress) -> ReferenceData:
+    """Run the reference builder in its own process and move its output into place."""
+    target = entry_dir(root, kind, seed)
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=".building-"))
+    command = [
+        sys.executable,
+        "-m",
+        "grader.builder.reference",
+        "--kind",
+        kind,
+        "--out",
+        str(staging),
+        "--random-hub",
+        str(root / "random-hub"),
+        "--seed",
+        str(seed),
+    ]
+    if offline:
+        command.append("--offline")
+    try:
+        tail = _run_builder(command, progress)
+        try:
+            read_entry(staging, kind)
+        except ValueError as error:
+            raise ReferenceUnavailable(f"could not build the {kind} reference: {tail or error}") from None
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if not target.exists():  # otherwise another grader finished first: use theirs
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return read_entry(target, kind)
+
+
+def _run_builder(command: list[str], progress: Progress) -> str:
+    """Stream the builder's progress lines; return the last line of anything else it printed."""
+    # glibc keeps freed blocks of up to 32 MB in its heap; from 1 MB up they are mapped and handed
+    # back instead, which lowers the builder's peak memory by about a tenth at no cost in time.
+    env = {"MALLOC_MMAP_THRESHOLD_": str(2**20), **os.environ}
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=GRADER_DIR.parent, env=env
+    )
+    last_other = ""
+    assert process.stderr is not None
+    for line in process.stderr:
+        line = line.rstrip()
+        if line.startswith(PROGRESS_PREFIX):
+            fraction, _, message = line[len(PROGRESS_PREFIX) :].partition(" ")
+            progress(message, float(fraction))
+        elif line.strip():
+            last_other = line.strip()
+    process.wait()
+    return last_other if process.returncode else ""
+
+
+def ensure_reference(requested: str, progress: Progress, root: Path | None = None, seed: int = 0) -> ReferenceData:
+    """A ready cache entry for `requested` ("gpt2", "random" or "auto"), building it if needed.
+
+    When the cache directory cannot be written, the entry is built in a temporary directory that
+    lasts as long as the returned object: slower next time, but this run is graded.
+    """
+    root = root or cache_root()
+    try:
+        return _ensure(requested, progress, root, seed)
+    except OSError as error:
+        scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-cache-")
+        progress(
+            f"cannot write the reference cache at {root} ({error.strerror or error}); using a temporary "
+            "one for this run"
+        )
+        data = _ensure(requested, progress, Path(scratch.name), seed)
+        return data.with_fallback(data.fallback_reason, owner=scratch)
+
+
+def _ensure(requested: str, progress: Progress, root: Path, seed: int) -> ReferenceData:
+    if requested == "random":
+        return _cached_or_built(root, "random", seed, True, progress)
+    cached = gpt2_in_hf_cache()
+    if requested == "gpt2":
+        return _cached_or_built(root, "gpt2", seed, cached, progress, build=cached or hub_reachable())
+    return _auto(progress, root, seed, cached)
+
+
+def _auto(progress: Progress, root: Path, seed: int, cached: bool) -> ReferenceData:
+    """`--reference auto`: GPT-2 where its entry or its weights are already here, else the random reference.
+    The network is asked only when neither reference was ever prepared; after that, `grade --download` is
+    the way to GPT-2 (the random reference's notice says so)."""
+    if cached or entry_dir(root, "gpt2", seed).exists():
+        with contextlib.suppress(ReferenceUnavailable):  # an entry damaged past repair without the weights
+            return _cached_or_built(root, "gpt2", seed, cached, progress, build=cached)
+    reason = NOT_CACHED
+    if not entry_dir(root, "random", seed).exists() and hub_reachable():
+        try:
+            return _cached_or_built(root, "gpt2", seed, False, progress)
+        except ReferenceUnavailable as error:
+            reason = str(error)
+    return _cached_or_built(root, "random", seed, True, progress).with_fallback(reason)
+
+
+def _cached_or_built(
+    root: Path, kind: str, seed: int, offline: bool, progress: Progress, build: bool = True
+) -> ReferenceData:
+    directory = entry_dir(root, kind, seed)
+    if directory.exists():
+        try:
+            return read_entry(directory, kind)
+        except ValueError as damage:
+            progress(f"the reference cache at {directory} is damaged ({damage}); rebuilding it")
+            shutil.rmtree(directory, ignore_errors=True)
+    if not build:
+        raise ReferenceUnavailable(UNREACHABLE.format(hub=hf_hub_cache()))
+    return build_entry(root, kind, seed, offline, progress)

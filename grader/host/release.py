@@ -1,0 +1,267 @@
+"""Build the learner's repository: everything needed to do and grade the exercises, no solution.
+
+    python -m grader.host.release OUTDIR [--workflow classroom|grade]
+
+What goes in:
+- `exercises/`, generated afresh from `solutions/` by `grader.host.stubs`;
+- the `grader/` package, `pyproject.toml`, the `Makefile` and `.gitignore`;
+- one learner workflow, when it exists: `.github/workflows/classroom.yml` for a GitHub Classroom
+  template (the default; Classroom takes the first workflow to finish as the grade, so never
+  both), or `grade.yml` for a repository of one's own;
+- `tests/conftest.py` and each test module that declares `pytestmark = pytest.mark.learner`
+  (a test module is instructor-only unless it says otherwise; learner modules must pass
+  without `solutions/`);
+- `README.md`, from `grader/templates/README.learner.md` with sections of the README filled in,
+  less their instructor text and other workflows' text (see BLOCK), and the files those sections
+  link to or show (images under `docs/`).
+
+Files are taken from what git tracks or would track (ignored files never go). As a last guard,
+the build fails when any line the stubs hide appears in any file of the release.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from urllib.parse import urlparse
+
+from grader.host.stubs import strip_solutions, write_exercises
+from grader.shared.commands import tool_parser
+from grader.shared.paths import REPO_ROOT
+
+WORKFLOWS = {"classroom": ".github/workflows/classroom.yml", "grade": ".github/workflows/grade.yml"}
+COPIED = ("pyproject.toml", "Makefile", ".gitignore", "tests/conftest.py")
+README_TEMPLATE = "grader/templates/README.learner.md"
+INSTRUCTOR_SECTIONS = ("For instructors", "Layout")  # README sections the learner README leaves out
+INCLUDE = re.compile(r"^<!-- include: (.+) -->$", re.MULTILINE)
+# What the learner README leaves out of the sections it includes, so that it names only what the
+# release ships: a block between `<!-- instructors -->` and `<!-- /instructors -->` lines, a block
+# between `<!-- workflow: NAME -->` and `<!-- /workflow -->` lines unless NAME is the release's
+# workflow (then only the marker lines go), and any other line that holds `<!-- instructors -->`
+# (a table row: a comment line would end the table in the README itself).
+BLOCK = re.compile(
+    r"^<!-- (instructors|workflow: (\w+)) -->\n(.*?)^<!-- /(instructors|workflow) -->(?:\n|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
+MARKER_LINE = re.compile(r"^<!-- /?(instructors|workflow)\b.*-->$", re.MULTILINE)
+INSTRUCTOR_LINE = re.compile(r"^.*<!-- instructors -->.*(?:\n|\Z)", re.MULTILINE)
+
+
+class ReleaseError(RuntimeError):
+    """The release cannot be built; the message says why in one line."""
+
+
+# --- what goes in -------------------------------------------------------------------------------
+
+
+def project_files(root: Path) -> list[str]:
+    """Files git tracks or would track (new, not ignored), relative to root."""
+    try:
+        listing = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:
+        raise ReleaseError("git is not installed: the release copies the files git tracks") from None
+    if listing.returncode:
+        raise ReleaseError(f"{root} is not a git checkout: {listing.stderr.strip()}")
+    return sorted(name for name in listing.stdout.split("\0") if name and (root / name).is_file())
+
+
+def is_learner_test(path: Path) -> bool:
+    """Whether a test module declares `pytestmark = pytest.mark.learner` (alone or in a list)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "pytestmark" for target in node.targets
+        ):
+            return any(
+                isinstance(n, ast.Attribute) and n.attr == "learner" and ast.unparse(n.value) == "pytest.mark"
+                for n in ast.walk(node.value)
+            )
+    return False
+
+
+def learner_files(root: Path, files: list[str], workflow: str) -> list[str]:
+    def wanted(name: str) -> bool:
+        if name in COPIED or name == WORKFLOWS[workflow] or name.startswith("grader/"):
+            return True
+        return name.startswith("tests/test_") and name.endswith(".py") and is_learner_test(root / name)
+
+    return [name for name in files if wanted(name)]
+
+
+def readme_sections(markdown: str) -> dict[str, str]:
+    """Each second-level section of a Markdown text, heading line included, by heading."""
+    from markdown_it import MarkdownIt
+
+    lines = markdown.splitlines(keepends=True)
+    tokens = MarkdownIt().parse(markdown)
+    headings = [
+        (token.map[0], token.tag, tokens[i + 1].content)
+        for i, token in enumerate(tokens)
+        if token.type == "heading_open" and token.tag in ("h1", "h2") and token.map
+    ]
+    ends = [start for start, _, _ in headings[1:]] + [len(lines)]
+    return {
+        title: "".join(lines[start:end]).rstrip()
+        for (start, tag, title), end in zip(headings, ends, strict=False)
+        if tag == "h2"
+    }
+
+
+def learner_readme(template: str, readme: str, workflow: str = "classroom") -> str:
+    """The template with each `<!-- include: HEADING -->` replaced by that section of the README,
+    less what is for instructors or for another workflow (see BLOCK).
+
+    Every section of the README must be included or listed in INSTRUCTOR_SECTIONS, so a new
+    section is placed on purpose rather than silently left out.
+    """
+    sections = readme_sections(readme)
+    included = INCLUDE.findall(template)
+    unknown = [title for title in included if title not in sections]
+    if unknown:
+        raise ReleaseError(f"{README_TEMPLATE} includes the section {unknown[0]!r}, which README.md does not have")
+    unplaced = [title for title in sections if title not in included and title not in INSTRUCTOR_SECTIONS]
+    if unplaced:
+        raise ReleaseError(
+            f"README.md's section {unplaced[0]!r} is neither included in {README_TEMPLATE} "
+            "nor in INSTRUCTOR_SECTIONS (grader/host/release.py)"
+        )
+    return learner_text(INCLUDE.sub(lambda match: sections[match.group(1)], template), workflow)
+
+
+def learner_text(markdown: str, workflow: str) -> str:
+    """The learner's text: instructor blocks and lines out, other workflows' blocks out."""
+
+    def kept(block: re.Match) -> str:
+        opened, name, body, closed = block.groups()
+        if closed != opened.partition(":")[0]:
+            raise ReleaseError(f"README.md: <!-- {opened} --> is closed by <!-- /{closed} -->")
+        return body if name == workflow else ""
+
+    text = BLOCK.sub(kept, markdown)
+    stray = MARKER_LINE.search(text)  # before the lines go, as a marker line would go with them
+    if stray:
+        raise ReleaseError(f"README.md: the marker {stray.group(0)!r} has no partner (blocks do not nest)")
+    return re.sub(r"\n{3,}", "\n\n", INSTRUCTOR_LINE.sub("", text))  # where a block went, one blank line
+
+
+def linked_files(markdown: str) -> set[str]:
+    """The relative paths a Markdown text links to or shows, such as an image under docs/."""
+    from markdown_it import MarkdownIt
+
+    targets = set()
+    for token in MarkdownIt().parse(markdown):
+        for child in token.children or []:
+            target = str(child.attrs.get("src") or child.attrs.get("href") or "")
+            if target and not urlparse(target).scheme and not target.startswith("#"):
+                targets.add(target.partition("#")[0])
+    return targets
+
+
+# --- the guard ----------------------------------------------------------------------------------
+
+
+def hidden_lines(solutions: Path) -> set[str]:
+    """The lines the stubs hide: in a solution file but not in its stub, stripped.
+
+    Only lines that say something count: the solution markers reveal nothing, nor do lines with
+    fewer than two names or numbers besides keywords (`break`, `else:`, `return x`, a bracket).
+    """
+    hidden: set[str] = set()
+    for path in solutions.glob("*.py"):
+        source = path.read_text()
+        stub = {line.strip() for line in strip_solutions(source).splitlines()}
+        hidden |= {line.strip() for line in source.splitlines() if line.strip() not in stub}
+    return {line for line in hidden if says_something(line) and not re.fullmatch(r"#+ (BEGIN|END) SOLUTION", line)}
+
+
+def says_something(line: str) -> bool:
+    """Whether a line holds two things besides keywords: two names, or a name and a number."""
+    names = set(re.findall(r"[^\W\d]\w*", line)) - set(keyword.kwlist)
+    return len(names) + bool(re.search(r"\d", line)) >= 2
+
+
+def leaked_lines(directory: Path, hidden: set[str]) -> list[str]:
+    """`path: line` for every hidden line found in a file under directory."""
+    leaks = []
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        text = path.read_text(errors="replace")
+        leaks += [
+            f"{path.relative_to(directory)}: {line.strip()}" for line in text.splitlines() if line.strip() in hidden
+        ]
+    return leaks
+
+
+# --- building -----------------------------------------------------------------------------------
+
+
+def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_ROOT) -> list[str]:
+    """Write the learner repository to outdir (new or empty); return its files, relative."""
+    solutions = root / "solutions"
+    if not solutions.is_dir():
+        raise ReleaseError(f"{solutions} does not exist: the release is built from the instructor's repository")
+    if outdir.exists() and (not outdir.is_dir() or any(outdir.iterdir())):
+        raise ReleaseError(f"{outdir} already exists and is not an empty directory; choose a new one")
+    available = project_files(root)
+    readme = learner_readme((root / README_TEMPLATE).read_text(), (root / "README.md").read_text(), workflow)
+    files = learner_files(root, available, workflow) + sorted(linked_files(readme) & set(available))
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".release-", dir=outdir.parent))  # renamed into place when complete
+    try:
+        for name in files:
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, staging / name)
+        write_exercises(solutions, staging / "exercises")
+        (staging / "README.md").write_text(readme)
+        leaks = leaked_lines(staging, hidden_lines(solutions))
+        if leaks:
+            raise ReleaseError(
+                f"a solution line would be released in {len(leaks)} place(s), e.g. {leaks[0]} "
+                "(reword it in solutions/ or where it appears)"
+            )
+        if outdir.exists():
+            outdir.rmdir()
+        staging.rename(outdir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return sorted(str(path.relative_to(outdir)) for path in outdir.rglob("*") if path.is_file())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = tool_parser("grader.host.release", __doc__, "where to write the learner repository (new or empty)")
+    parser.add_argument(
+        "--workflow",
+        choices=sorted(WORKFLOWS),
+        default="classroom",
+        help="the workflow that grades each push: classroom (a GitHub Classroom template, the default) or grade",
+    )
+    args = parser.parse_args(argv)
+    try:
+        files = build_release(args.outdir, args.workflow)
+    except ReleaseError as error:
+        print(f"release: {error}", file=sys.stderr)
+        return 1
+    tests = [name for name in files if name.startswith("tests/test_")]
+    workflow = (
+        WORKFLOWS[args.workflow]
+        if WORKFLOWS[args.workflow] in files
+        else f"none ({WORKFLOWS[args.workflow]} does not exist)"
+    )
+    print(
+        f"wrote the learner repository to {args.outdir}: {len(files)} files; workflow: {workflow}; "
+        f"learner tests: {', '.join(tests) or 'none'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""One module per output format, each a function of a `Report`, and `RENDERERS`, the one list of
+them that `grade` reads: every format's options and their help.
+
+The options are declared here, by module name, so that `grade --help` imports no renderer (matplotlib
+alone takes longer to import than the help takes to print); `grade` imports the module of each
+format chosen, before the learner's code runs. A format's module has one entry point:
+- `render(report) -> str`, a report file: its option names the FILE, and `grade` writes it there;
+- `emitter(chosen, say) -> emit`, what shows the report elsewhere (the terminal, GitHub's step):
+  called before the learner's code runs, with its options' values by name, it returns
+  `emit(report)`, which shows the report and says what went wrong through `say`, one line each.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from grader.host.results import Report
+
+Emit = Callable[["Report"], None]
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    help: str
+    file: bool = False  # the option names the FILE to write `render(report)` to; else it is a switch
+
+    @property
+    def name(self) -> str:
+        """Its attribute on argparse's namespace: `--memory-limit` -> `memory_limit`."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Renderer:
+    module: str  # in grader.host.render
+    options: tuple[Option, ...]  # the first one chooses the format, unless it is always shown
+    always: bool = False  # the terminal's report: every run shows it
+
+    def chosen(self, values: dict) -> bool:
+        return self.always or bool(values[self.options[0].name])
+
+    def emitter(self, values: dict, say: Say) -> Emit:
+        """Imports the format's module; a file format's emit writes its FILE."""
+        module = importlib.import_module(f"{__name__}.{self.module}")
+        first = self.options[0]
+        if first.file:
+            return file_writer(module.render, values[first.name], say)
+        return module.emitter({option.name: values[option.name] for option in self.options}, say)
+
+
+def file_writer(render: Callable[[Report], str], path: Path, say: Say) -> Emit:
+    """A report file; one that cannot be written costs one line, not the others."""
+
+    def emit(report: Report) -> None:
+        try:
+            path.write_text(render(report) + "\n")
+        except OSError as error:
+            say(f"could not write {path}: {error.strerror or error}")
+
+    return emit
+
+
+RENDERERS = (  # in the order they show a report: the terminal first, GitHub's step last
+    Renderer("text", (Option("--quiet", "leave out what your code printed during each check"),), always=True),
+    Renderer("json", (Option("--json", "also write the results as JSON to FILE", file=True),)),
+    Renderer("junit", (Option("--junit", "also write the results as JUnit XML to FILE", file=True),)),
+    Renderer(
+        "gradescope",
+        (Option("--gradescope", "also write the results as Gradescope's results.json to FILE", file=True),),
+    ),
+    Renderer(
+        "html",
+        (
+            Option(
+                "--html",
+                "also write a self-contained HTML page to FILE: the results, attention patterns beside GPT-2's, "
+                "where outputs differ, the logit lens",
+                file=True,
+            ),
+        ),
+    ),
+    Renderer(
+        "github",
+        (
+            Option(
+                "--github",
+                "under GitHub Actions: a step summary, annotations at your lines, the score as a notice "
+                "and the GitHub Classroom result",
+            ),
+        ),
+    ),
+)

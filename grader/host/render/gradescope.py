@@ -1,0 +1,42 @@
+"""The report as Gradescope's results.json (schema: grader/schemas/gradescope-results.schema.json)."""
+
+from __future__ import annotations
+
+import json
+
+from grader.host.render.markdown import paragraphs
+from grader.host.render.text import fallback_banner
+from grader.host.results import CheckResult, Report
+
+
+def output(check: CheckResult) -> str:
+    """Markdown: the verdict, then what the grader said, every learner-written character shown literally."""
+    verdict = f"**{check.status.upper()}**, {check.score}/{check.max_score} points"
+    return "\n\n".join([verdict, *paragraphs(check)])
+
+
+def test(check: CheckResult) -> dict:
+    return {
+        "name": f"{check.id}: {check.summary}",
+        "score": check.score,
+        "max_score": check.max_score,
+        "status": "passed" if check.status == "pass" else "failed",
+        "output": output(check),
+        "output_format": "md",
+        "tags": [check.part],
+        "visibility": "visible",
+    }
+
+
+def results(report: Report) -> dict:
+    banner = fallback_banner(report)
+    return {
+        "score": report.score,
+        "execution_time": round(sum(c.seconds for c in report.checks)),
+        **({"output": banner} if banner else {}),
+        "tests": [test(check) for check in report.checks],
+    }
+
+
+def render(report: Report) -> str:
+    return json.dumps(results(report), indent=2)

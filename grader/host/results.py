@@ -1,0 +1,119 @@
+"""The result model: what every renderer reads, and nothing else."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+STATUSES = ("pass", "fail", "todo", "error", "timeout")
+REFERENCE_NAMES = {"gpt2": "GPT-2", "random": "the random reference"}  # by Report.reference, as messages say
+
+
+def reference_name(kind: str) -> str:
+    """What messages and figures call the model graded against: a random model is never "GPT-2"."""
+    return REFERENCE_NAMES.get(kind, kind)
+
+
+@dataclass
+class CheckResult:
+    id: str
+    part: str
+    summary: str
+    status: str
+    max_score: int
+    message: str = ""
+    max_abs_diff: float | None = None
+    expected_shape: list[int] | None = None
+    actual_shape: list[int] | None = None
+    notes: list[str] = field(default_factory=list)
+    file: str | None = None
+    line: int | None = None
+    seconds: float = 0.0
+    hint: str | None = None  # the classic mistake the output matches
+    divergence: str | None = None  # the first of GPT-2's intermediate steps the learner's code misses
+    next_step: str = ""
+    trace: list[dict] = field(default_factory=list)  # {tag, name, shape, expected_shape}, with --trace
+    target: str = ""  # what the learner writes for this check, e.g. "Embed.forward"
+    printed: list[str] = field(default_factory=list)  # what the learner's code printed during the check, cleaned
+    figures: dict = field(default_factory=dict)  # plain lists for the HTML report (grader.host.figures); not in to_dict
+
+    @property
+    def score(self) -> int:
+        return self.max_score if self.status == "pass" else 0
+
+    def diagnosis(self) -> list[str]:
+        """What the grader says of this check, in the one order and wording every format shows: the
+        message, where the computation first leaves the reference, then what to do next (which names
+        the likely mistake). A report built by hand may carry a hint without a next step: still named."""
+        next_step = self.next_step or (f"most likely: {self.hint}" if self.hint else "")
+        said = (self.message, self.divergence and f"where: {self.divergence}", next_step and f"next: {next_step}")
+        return [line for line in said if line]
+
+    @property
+    def shown_diff(self) -> str:
+        """The max abs diff as every table shows it; empty where nothing was compared."""
+        return "" if self.max_abs_diff is None else f"{self.max_abs_diff:.2e}"
+
+    @property
+    def error_place(self) -> tuple[str | None, int] | None:
+        """Where the check's error came from, when it names a line of the learner's."""
+        return (self.file, self.line) if self.status == "error" and self.line is not None else None
+
+    def to_dict(self) -> dict:
+        fields = {key: value for key, value in asdict(self).items() if key != "figures"}
+        return {"score": self.score, **fields, "max_abs_diff": finite_or_none(self.max_abs_diff)}
+
+
+@dataclass
+class Report:
+    reference: str  # "gpt2" or "random"
+    package: str
+    checks: list[CheckResult]
+    fallback_reason: str | None = None
+    seed: int = 0  # of the random inputs
+    sandbox: str = ""  # "sandbox: on (...)" or "sandbox: off (why)"
+
+    @property
+    def score(self) -> int:
+        return sum(c.score for c in self.checks)
+
+    @property
+    def max_score(self) -> int:
+        return sum(c.max_score for c in self.checks)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.status == "pass" for c in self.checks)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Report:
+        """The report `to_dict` (or `grade --json`) wrote."""
+        known = {f.name for f in fields(CheckResult)}
+        checks = [
+            CheckResult(**{key: value for key, value in check.items() if key in known}) for check in data["checks"]
+        ]
+        return cls(
+            data["reference"],
+            data["package"],
+            checks,
+            data.get("fallback_reason"),
+            data.get("seed", 0),
+            data.get("sandbox", ""),
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "reference": self.reference,
+            "fallback_reason": self.fallback_reason,
+            "seed": self.seed,
+            "sandbox": self.sandbox,
+            "package": self.package,
+            "score": self.score,
+            "max_score": self.max_score,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """JSON has no inf or NaN: such a number is written as null."""
+    return value if value is None or math.isfinite(value) else None

@@ -1,0 +1,15 @@
+"""The argument parser every `python -m grader.<folder>.<tool>` command starts from."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def tool_parser(module: str, doc: str, outdir_help: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `python -m <module>`, described by its docstring's first line; with `outdir_help`, it takes
+    the folder it writes (OUTDIR)."""
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
+    if outdir_help:
+        p.add_argument("outdir", type=Path, metavar="OUTDIR", help=outdir_help)
+    return p

@@ -1,0 +1,92 @@
+"""A reference cache entry's files and digests: written by the builder, verified by the grader's process.
+
+The large safetensors files are digested tensor by tensor (and each header), so a grading hashes only
+the parts its checks read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+PROGRESS_PREFIX = "[reference] "  # marks the builder's progress lines: "[reference] 0.300 message"
+TENSOR_DIGESTED = ("weights.safetensors", "expected.safetensors")  # the large files, digested tensor by tensor
+MAX_HEADER_BYTES = 64 << 20
+HASH_CHUNK_BYTES = 8 << 20
+ENTRY_FILES = (
+    "weights.safetensors",
+    "expected.safetensors",
+    "vocabulary.json",
+    "meta.json",
+)  # and inputs/<check>.safetensors
+
+
+def digested_files(directory: Path) -> list[Path]:
+    """Every file of an entry but meta.json, which holds their digests."""
+    fixed = [directory / name for name in ENTRY_FILES if name != "meta.json"]
+    return [*fixed, *sorted((directory / "inputs").glob("*.safetensors"))]
+
+
+def file_digest(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def entry_digests(directory: Path) -> dict[str, str]:
+    """A digest of every file of an entry but meta.json; those in TENSOR_DIGESTED by part, so that a grading
+    hashes only what its checks read: `file:` names its header, `file:key` each tensor's bytes."""
+    digests = {}
+    for path in digested_files(directory):
+        name = str(path.relative_to(directory))
+        if name not in TENSOR_DIGESTED:
+            digests[name] = file_digest(path)
+            continue
+        with open(path, "rb") as handle:
+            header, spans = safetensors_layout(handle)
+            digests[f"{name}:"] = hashlib.sha256(header).hexdigest()
+            digests |= {f"{name}:{key}": span_digest(handle, span) for key, span in spans.items()}
+    return digests
+
+
+def safetensors_layout(handle) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    """A safetensors file's header bytes and where each tensor's bytes lie in the file; raises ValueError
+    for a header that cannot be one (a header is read before it is verified)."""
+    size_field = handle.read(8)
+    size = int.from_bytes(size_field, "little") if len(size_field) == 8 else -1
+    if not 0 < size <= min(MAX_HEADER_BYTES, os.fstat(handle.fileno()).st_size - 8):
+        raise ValueError("not a safetensors header")
+    body = handle.read(size)
+    entries = json.loads(body)
+    start = 8 + size
+    spans = {
+        key: (start + entry["data_offsets"][0], start + entry["data_offsets"][1])
+        for key, entry in entries.items()
+        if key != "__metadata__"
+    }
+    return size_field + body, spans
+
+
+def span_digest(handle, span: tuple[int, int]) -> str:
+    digest, (position, end) = hashlib.sha256(), span
+    while position < end:
+        chunk = os.pread(handle.fileno(), min(HASH_CHUNK_BYTES, end - position), position)
+        if not chunk:
+            break  # past the end of the file: the digest cannot match
+        digest.update(chunk)
+        position += len(chunk)
+    return digest.hexdigest()
+
+
+def part_digest(directory: Path, name: str) -> str | None:
+    """The digest of one part `entry_digests` names, as the files are now; None when it cannot be read."""
+    file, split, key = name.partition(":")
+    try:
+        if not split:
+            return file_digest(directory / file)
+        with open(directory / file, "rb") as handle:
+            header, spans = safetensors_layout(handle)
+            return hashlib.sha256(header).hexdigest() if not key else span_digest(handle, spans[key])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None

@@ -1,0 +1,348 @@
+"""The wire format between the grader and a check's process: messages, statuses and tensor names.
+
+A leaf module shared by every process (no torch, no numpy). The grader writes a `Request` as one
+JSON line; the check's process writes its reply as JSON into its scratch directory, and its
+tensors as `outputs.safetensors` beside it. The learner's code runs in that process and may have
+written anything there (a link, a directory, a FIFO, a file with a forged header), so the grader
+opens what it left through `open_left`, reads every reply through `parse_reply` and the outputs
+file's header through `outputs_index` before any tensor; none of them raises on what it reads:
+what is not what it should be is a `BadReply` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import re
+import stat
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, BinaryIO, Literal
+
+from pydantic import AfterValidator, NonNegativeInt, TypeAdapter, ValidationError
+
+# What a check's process says about its run. "timeout", "crashed" and "memory" are never in a
+# reply: the fork server and the grader decide them from the process's end.
+Status = Literal["ran", "todo", "error", "weights", "forbidden"]
+# Why a check ran the learner's functions on the grader's stand-in Transformer: the learner's Transformer ...
+# (grader.learner.drivers.stand_in_transformer)
+StandIn = Literal["does not import", "fails its own check"]
+Ending = Literal["answered", "timeout", "crashed", "memory"]
+REPLY_FILE, OUTPUTS_FILE = "reply.json", "outputs.safetensors"
+READY = "ready"  # the worker's first line: torch is imported, so a check's time starts with its request
+MAX_REPLY_BYTES = 8 * 2**20  # of the reply, and of the outputs file's header
+MAX_TEXT = 2000  # characters of one message from the learner's side
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def clean_text(text: str, limit: int = MAX_TEXT) -> str:
+    """Control characters and lone surrogates replaced, at most `limit` characters: safe to print anywhere."""
+    text = _UNPRINTABLE.sub("\ufffd", text)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+Text = Annotated[str, AfterValidator(clean_text)]
+
+
+# --- tensor names -------------------------------------------------------------------------------
+# One spelling per kind of tensor, filled in with str.format: ARG.format(case="prompt", i=0) is "prompt/arg0".
+# The inputs file of one check (`inputs/<check>.safetensors`) and the check's outputs file:
+ARG = "{case}/arg{i}"  # the i-th argument the target is called with
+OVERRIDE = "{case}/override/{parameter}"  # a parameter the case replaces GPT-2's with
+EXTRA = "{case}/{name}"  # a named input of a driver (Case.extra)
+OUTPUT = "{case}/out"  # what the target returned (the outputs file)
+CAPTURE = "{case}/capture/{i}"  # the i-th intermediate recorded for diagnosis (the outputs file)
+ARG_AFTER = "{case}/arg{i}_after"  # the i-th argument after the call, when the check watches its inputs
+# The expected file holds every check's answers, each under the check's id:
+EXPECTED = "{check}/{case}"  # a case's answer, or (case=STEP.format(...)) one of its steps or mistakes
+STEP = "{case}/step/{label}"  # GPT-2's intermediate, in computation order
+MISTAKE = "{case}/mistake/{i}"  # what the i-th known mistake outputs
+REPLAY = (
+    "replay/"  # the extras of a case whose target's submodules answer GPT-2's outputs (grader.learner.drivers.replay)
+)
+
+
+def replay_names(path: str) -> tuple[str, str]:
+    """The extras holding GPT-2's input to the submodule at `path` and its output for that input."""
+    return f"{REPLAY}{path}/input", f"{REPLAY}{path}/output"
+
+
+# --- the request --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    file: str
+    name: str
+    method: str | None
+    driver: str | None
+    fast_init: bool = True
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One case as the reference cache's meta.json describes it."""
+
+    name: str
+    args: int
+    weights: str | None
+    overrides: list[str]
+    hint: str = ""
+    steps: list[str] = field(default_factory=list)
+    mistakes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Capture:
+    modes: list[str]  # "locals", "modules"
+    keep: list[str]  # the modes whose values travel back
+
+
+@dataclass(frozen=True)
+class Request:
+    package: str
+    check: str
+    target: TargetSpec
+    cases: list[CaseSpec]
+    weights: str  # the reference weights file
+    inputs: str  # this check's inputs file
+    scratch: str  # the only directory the check may write: its reply and outputs
+    timeout: float
+    memory_bytes: int  # 0: no limit
+    watch_inputs: bool = False
+    capture: Capture | None = None
+    sandbox: bool = True  # confine the check's process (see `grader.shared.sandbox`)
+    fork: bool = True  # run the check in a fork of the worker (Linux); else in the worker itself
+    device: str = "cpu"  # where the learner's modules, weights and inputs go: cpu, cuda, mps or auto
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+REQUEST = TypeAdapter(Request)
+
+
+def parse_request(line: str) -> Request:
+    return REQUEST.validate_json(line)
+
+
+# --- the reply ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Place:
+    file: Text
+    line: int | None = None
+    code: Text = ""
+    function: Text = ""  # the qualified name of the learner's function there (`Beams.generate`)
+
+
+@dataclass(frozen=True)
+class WeightFacts:
+    missing: list[Text]
+    unexpected: list[Text]
+    misshapen: dict[Text, list[list[int]]]
+    suggestions: dict[Text, list[Text]]
+
+
+@dataclass(frozen=True)
+class BadOutput:
+    case: Text
+    problem: Text
+
+
+@dataclass(frozen=True)
+class Record:
+    """A tensor the learner's code named (`locals`) or returned (`returns`), or a submodule output
+    (`modules`), with the line of the learner's code that produced it where known (None for an argument)."""
+
+    kind: Literal["locals", "returns", "modules"]
+    tag: Text
+    name: Text
+    shape: list[int]
+    saved: int | None  # its index among the captures in the outputs file, when kept
+    file: Text = ""
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class ParameterShape:
+    tag: Text
+    name: Text
+    shape: list[int]
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: Status
+    outputs: list[Text] = field(default_factory=list)  # the cases completed, in order
+    error: Text = ""
+    where: Place | None = None  # where an exception came from in the learner's files
+    target_where: Place | None = None  # where the learner defined the function under test
+    weights: WeightFacts | None = None
+    bad_output: BadOutput | None = None
+    param_counts: dict[Text, int] = field(default_factory=dict)
+    captures: dict[Text, list[Record]] = field(default_factory=dict)
+    parameters: list[ParameterShape] = field(default_factory=list)
+    stand_in: StandIn | None = None  # why the check ran on the grader's Transformer, not the learner's
+
+
+REPLY = TypeAdapter(Reply)
+
+
+@dataclass(frozen=True)
+class BadReply:
+    reason: str
+
+
+def parse_reply(raw: bytes, cases: list[CaseSpec]) -> Reply | BadReply:
+    """The reply, checked against what was asked: known cases, in order, each once; every case
+    answered when the status says the run went through."""
+    try:
+        data = json.loads(raw)  # Python's parser: a lone surrogate in a message is the learner's text, not an error
+    except (ValueError, RecursionError):
+        return BadReply("the check's reply is not JSON")
+    try:
+        reply = REPLY.validate_python(data)
+    except ValidationError as error:
+        return BadReply(malformed("the check's reply", error))
+    names = [case.name for case in cases]
+    if reply.outputs != names[: len(reply.outputs)]:
+        return BadReply("the check's reply names outputs that were not asked for")
+    if reply.status == "ran" and reply.bad_output is None and len(reply.outputs) != len(names):
+        return BadReply(f"the check's process gave no output for {names[len(reply.outputs)]}")
+    return reply
+
+
+def malformed(what: str, error: ValidationError) -> str:
+    """One line naming the first field that is wrong; never the value, which may be anything."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the whole"
+    return clean_text(f"{what} is malformed ({where}: {first['msg']})", 300)
+
+
+class NotRegular(OSError):
+    """What the check's process left under a file's name is a directory, a FIFO, a socket or a device."""
+
+
+def open_left(path: Path) -> BinaryIO:
+    """A file the check's process left, open for reading: a link is never followed, a FIFO never
+    blocked on. Raises FileNotFoundError when there is none, NotRegular (or another OSError) when
+    what is there is no regular file."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    handle = os.fdopen(os.open(path, flags), "rb")
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise NotRegular(f"{path.name} is not a regular file")
+    return handle
+
+
+def read_reply(scratch: Path, cases: list[CaseSpec]) -> Reply | BadReply:
+    """The reply file of a check's scratch directory: a regular file (never a link), of bounded size."""
+    try:
+        with open_left(scratch / REPLY_FILE) as handle:
+            raw = handle.read(MAX_REPLY_BYTES + 1)
+    except FileNotFoundError:
+        return BadReply("the check's process ended without a reply")
+    except OSError:  # a directory, a FIFO, a link, a socket
+        return BadReply(f"the check's process left something other than a file as {REPLY_FILE}")
+    if len(raw) > MAX_REPLY_BYTES:
+        return BadReply(f"the check's reply is larger than {MAX_REPLY_BYTES // 2**20} MB")
+    return parse_reply(raw, cases)
+
+
+# --- the outputs file ---------------------------------------------------------------------------
+# safetensors' format: 8 bytes (little-endian) giving the header's length, the header (JSON: each
+# tensor's dtype, shape and byte range in the data after it), the data. Checked here, before any
+# tensor is read, so that no forged header makes the grader read more than it means to.
+
+# safetensors' dtype -> (NumPy's name for it, or None where NumPy has none; bytes per element)
+DTYPES = {
+    "F64": ("<f8", 8),
+    "F32": ("<f4", 4),
+    "F16": ("<f2", 2),
+    "BF16": (None, 2),
+    "F8_E4M3": (None, 1),
+    "F8_E5M2": (None, 1),
+    "I64": ("<i8", 8),
+    "I32": ("<i4", 4),
+    "I16": ("<i2", 2),
+    "I8": ("i1", 1),
+    "U64": ("<u8", 8),
+    "U32": ("<u4", 4),
+    "U16": ("<u2", 2),
+    "U8": ("u1", 1),
+    "BOOL": ("?", 1),
+}
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor of an outputs file, as its header describes it."""
+
+    dtype: Literal[tuple(DTYPES)]  # type: ignore[valid-type]
+    shape: list[NonNegativeInt]
+    data_offsets: tuple[NonNegativeInt, NonNegativeInt]  # its bytes, from the end of the header
+
+    @property
+    def nbytes(self) -> int:
+        return self.data_offsets[1] - self.data_offsets[0]
+
+    @property
+    def numpy_dtype(self) -> str | None:
+        return DTYPES[self.dtype][0]
+
+
+HEADER = TypeAdapter(dict[str, TensorEntry])
+
+
+@dataclass(frozen=True)
+class OutputsIndex:
+    tensors: dict[str, TensorEntry]
+    data_start: int  # where the data begins in the file: `data_offsets` count from here
+
+
+def outputs_index(handle: BinaryIO) -> OutputsIndex | BadReply:
+    """Every tensor of an outputs file, from its header alone: a bounded header, known dtypes, and
+    byte ranges that match their shapes, lie inside the file and do not overlap."""
+    size = os.fstat(handle.fileno()).st_size
+    length = int.from_bytes(handle.read(8), "little")
+    if size < 8 or length > min(MAX_REPLY_BYTES, size - 8):
+        return BadReply("the check's outputs file has no readable header")
+    try:
+        data = json.loads(handle.read(length))
+    except (ValueError, RecursionError):
+        return BadReply("the check's outputs file has a header that is not JSON")
+    if isinstance(data, dict):
+        data.pop("__metadata__", None)
+    try:
+        tensors = HEADER.validate_python(data)
+    except ValidationError as error:
+        return BadReply(malformed("the check's outputs file", error))
+    data_bytes = size - 8 - length
+    for name, entry in tensors.items():
+        begin, end = entry.data_offsets
+        if not begin <= end <= data_bytes or entry.nbytes != math.prod(entry.shape) * DTYPES[entry.dtype][1]:
+            return BadReply(
+                clean_text(f"the check's outputs file is malformed ({name}: its bytes and shape disagree)", 300)
+            )
+    spans = sorted(entry.data_offsets for entry in tensors.values() if entry.nbytes)
+    if any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans)):
+        return BadReply("the check's outputs file is malformed (two tensors share bytes)")
+    return OutputsIndex(tensors, 8 + length)
+
+
+@dataclass(frozen=True)
+class WorkerAnswer:
+    """What the fork server says about one check's process once it has ended, with the start of what
+    its processes printed (lines cleaned by the grader) and how many bytes of it were not kept."""
+
+    ending: Ending
+    reason: Text = ""
+    printed: str = ""
+    printed_beyond: NonNegativeInt = 0
+
+
+WORKER_ANSWER = TypeAdapter(WorkerAnswer)
