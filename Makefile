@@ -27,7 +27,7 @@ TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
 # does not, as its grader and tests are not the learner's to change.
 LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
 
-.PHONY: grade train test test-all lint stubs release gradescope notebooks notebook-grades batch clean
+.PHONY: grade train test test-unit test-all lint stubs release gradescope notebooks notebook-grades batch clean
 
 # grade exits 1 while a check does not pass and says so in words; make adds no error line for that.
 grade: $(VENV)/.installed
@@ -40,6 +40,10 @@ train: $(VENV)/.installed
 # `make test`: the quick suite (a few minutes); `make test-all` adds the tests marked slow.
 test: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)
 	$(PY) -m pytest -m "not slow and not stress" $(PYTEST_ARGS)
+
+# `make test-unit`: the unit tier alone (tests/test_*_unit.py; seconds, no torch, no learner's process).
+test-unit: $(VENV)/.installed-$(TEST_EXTRA)
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
 test-all: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)
 	$(PY) -m pytest -m "not stress" $(PYTEST_ARGS)

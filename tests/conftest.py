@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import inspect
 import os
 import shutil
 import subprocess
@@ -36,6 +35,7 @@ class Session:
         self.variants: dict[Path, Path] = {}  # each package write_variant wrote: the package it copied
         self.variants_checked = 0  # reports of those packages the where invariant was checked on
         self.where_violations: list[tuple[str, str]] = []  # (the test that graded it, what broke the invariant)
+        self.current = None  # the test being run (pytest's item)
 
     def isolate(self) -> None:
         grader, hub = self.root / "grader", self.root / "hf-empty"
@@ -93,25 +93,60 @@ def pytest_sessionstart(session):
 # Asserts what every grading of a variant found, so it runs after them all.
 WHERE_INVARIANT = "test_where_invariant.py::test_every_variant_graded_in_this_session_keeps_the_where_invariant"
 
+# The unit tier (`make test-unit`, `pytest -m unit`): the files named test_*_unit.py, every test of them marked
+# `unit` and none elsewhere; no torch, no worker, no reference. Under `-m unit` no other file is even imported.
+UNIT_FILE = "_unit.py"
+
+
+def unit_tier(config) -> bool:
+    return config.option.markexpr == "unit"
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Under `-m unit` the other test files are not imported: importing some of them imports torch."""
+    if unit_tier(config) and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return not collection_path.name.endswith(UNIT_FILE)
+    return None
+
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected: a selection that needs no reference builds none
 def pytest_collection_modifyitems(config, items):
     """The tests that need no reference first: they run while it is built; the where invariant's last."""
+    misplaced = [item.nodeid for item in items if in_unit_file(item) != bool(item.get_closest_marker("unit"))]
+    if misplaced:
+        raise pytest.UsageError(
+            f"the unit tier is the files test_*{UNIT_FILE}, each test of them marked unit and no other: {misplaced}"
+        )
     items.sort(key=reference_need)
     if items and reference_need(items[-1]) and not config.option.collectonly:
         SESSION.start_building()
     items.sort(key=lambda item: item.nodeid.endswith(WHERE_INVARIANT))
 
 
+def in_unit_file(item) -> bool:
+    return item.path.name.endswith(UNIT_FILE)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    SESSION.current = item  # run_grade asks it whether the test said it needs the reference
+
+
 def pytest_sessionfinish(session):
     SESSION.end()
+    if unit_tier(session.config) and "torch" in sys.modules:  # the tier's promise: none of it needs torch
+        said = "the unit tier imported torch: a file tests/test_*_unit.py, or what it imports, imports torch"
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_sep("=", said, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def reference_need(item) -> int:
-    """0: no reference; 1: a `grade` command, which waits for it (run_grade); 2: the reference itself."""
-    if "reference" in item.fixturenames:
-        return 2
-    return int("run_grade(" in inspect.getsource(item.function))
+def reference_need(item) -> bool:
+    """Whether the test needs the session's reference: it asks for the `reference` fixture, directly or through
+    another fixture (`grade`, say). A test that runs the `grade` command (run_grade) must ask for it too."""
+    return "reference" in item.fixturenames
 
 
 @pytest.fixture(scope="session")
@@ -199,6 +234,11 @@ def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProces
     """The `grade` command as a learner runs it; one that grades waits for the session's reference (never built
     twice)."""
     if not BUILDS_NOTHING & set(args):
+        test = SESSION.current
+        if test is not None and not reference_need(test):
+            raise AssertionError(
+                f"{test.nodeid} runs grade, which waits for the session's reference: ask for the `reference` fixture"
+            )
         SESSION.reference()
     return subprocess.run(
         [sys.executable, "-m", "grader", *args],

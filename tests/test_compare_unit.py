@@ -8,6 +8,8 @@ import pytest
 from grader.shared.compare import MASKED_AT_MOST, allclose, causal_mask, first_index, modified_in_place, validate
 from grader.shared.types import Tolerance
 
+pytestmark = pytest.mark.unit
+
 TIGHT = Tolerance(atol=1e-4, rtol=1e-4)
 X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 INF = np.inf

@@ -4,6 +4,7 @@ matching mistake and the expected shape of a named tensor."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from grader.host.diagnose import (
     Candidate,
@@ -17,6 +18,8 @@ from grader.host.diagnose import (
     same_up_to_axis_order,
 )
 from grader.shared.types import Tolerance
+
+pytestmark = pytest.mark.unit
 
 TIGHT = Tolerance(atol=1e-4, rtol=1e-4)
 INF = np.inf

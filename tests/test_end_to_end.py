@@ -18,7 +18,7 @@ def test_solutions_score_full_marks(grade):
 
 
 def test_transformer_reports_parameter_counts_and_argmax(grade):
-    transformer = grade(SOLUTIONS, "transformer").checks[0]
+    (transformer,) = grade(SOLUTIONS, "transformer").checks
     counts = (
         "embed 38,597,376, pos_embed 786,432, blocks 85,054,464, ln_final 1,536, unembed 38,647,633, total 163,087,441"
     )

@@ -53,7 +53,7 @@ def open_page(path, tmp_path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def broken_attention_page(tmp_path_factory):
+def broken_attention_page(tmp_path_factory, reference):
     """The report of a package whose attention scales by d_head: every kind of figure appears."""
     directory = tmp_path_factory.mktemp("html")
     package = write_variant(

@@ -25,12 +25,12 @@ def test_grade_lists_every_check_with_its_points():
     assert "  embedding.py" in lines and any(line.startswith("model (") for line in lines)
 
 
-def test_an_unknown_check_is_a_usage_error():
+def test_an_unknown_check_is_a_usage_error(reference):
     result = run_grade("--reference", "random", "attenton")
     assert result.returncode == 2 and "no check matches 'attenton'" in result.stderr
 
 
-def test_a_missing_package_is_a_usage_error(tmp_path):
+def test_a_missing_package_is_a_usage_error(reference, tmp_path):
     result = run_grade("--reference", "random", "--exercises", str(tmp_path / "nowhere"))
     assert result.returncode == 2 and "is not a Python package" in result.stderr
 

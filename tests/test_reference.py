@@ -48,7 +48,7 @@ def test_real_loading_path_from_a_local_model_cache(reference, tmp_path):
     assert explicit.returncode == 0 and "against gpt2" in explicit.stdout
 
 
-def test_gpt2_unavailable_is_one_clear_line(tmp_path):
+def test_gpt2_unavailable_is_one_clear_line(reference, tmp_path):
     result = run_grade("--reference", "gpt2", "--exercises", str(SOLUTIONS), env={"GPT2_GRADER_CACHE": str(tmp_path)})
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.startswith("grade:")]

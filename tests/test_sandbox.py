@@ -23,7 +23,7 @@ from conftest import EXERCISES, REPO, SOLUTIONS, by_id, run_grade, write_variant
 from test_hostile import attention_body_prefix
 from test_workflows import github_outputs
 
-from grader.checks import registry
+from grader.checks import registry, select
 from grader.shared import sandbox, wire
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (README: Isolation)")
@@ -418,7 +418,7 @@ def test_gradebook_cells_are_never_formulas(tmp_path):
     from grader.host.batch import Submission, write_gradebook
 
     names = ['=HYPERLINK("http://x")', "+1", "-1", "@SUM(A1)", "plain"]
-    write_gradebook(tmp_path / "g.csv", [Submission(name, error="=1+1") for name in names], registry()[:1])
+    write_gradebook(tmp_path / "g.csv", [Submission(name, error="=1+1") for name in names], select(["embed"]))
     rows = list(csv.reader((tmp_path / "g.csv").open()))[1:]
     assert [row[0] for row in rows] == ["'" + n for n in names[:4]] + ["plain"]
     assert all(row[-1] == "'=1+1" for row in rows)
@@ -450,7 +450,7 @@ def test_notebook_verdicts_come_from_a_process_of_their_own(reference, monkeypat
         NotebookGrader(package).grade_check("embed")
 
 
-def test_require_sandbox_refuses_without_one(tmp_path):
+def test_require_sandbox_refuses_without_one(reference, tmp_path):
     refused = run_grade(
         "--reference", "random", "--solutions", "embed", "--require-sandbox", env={"GPT2_GRADER_SANDBOX": "off"}
     )
@@ -464,7 +464,7 @@ def test_require_sandbox_refuses_without_one(tmp_path):
     assert "sandbox: on" in graded.stdout
 
 
-def test_reports_say_when_the_sandbox_is_off(tmp_path):
+def test_reports_say_when_the_sandbox_is_off(reference, tmp_path):
     result = run_grade(
         "--reference",
         "random",

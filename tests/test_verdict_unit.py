@@ -18,6 +18,8 @@ from grader.shared import wire
 from grader.shared.compare import CaseComparison, allclose, causal_mask
 from grader.shared.types import Tolerance
 
+pytestmark = pytest.mark.unit
+
 X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 CHECK = Check(
     id="toy.double",

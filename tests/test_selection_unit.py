@@ -6,7 +6,7 @@ import pytest
 
 from grader.checks import UnknownCheck, listing, registry, select
 
-pytestmark = pytest.mark.learner
+pytestmark = [pytest.mark.learner, pytest.mark.unit]
 
 
 def ids(*patterns: str) -> list[str]:
