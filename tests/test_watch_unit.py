@@ -1,0 +1,209 @@
+"""`grade --watch` without a worker: which checks a save regrades, which files count as saved, and the lines one
+regrade prints (what moved, a new reason for a check that still fails, the score), the grading stood in for by
+reports built here. Under a pseudo-terminal, with a worker, in test_watch.py."""
+
+from __future__ import annotations
+
+import pytest
+import watchfiles
+from rich.console import Console
+
+from grader.checks import select
+from grader.host import watch
+from grader.host.pipeline import ReferenceTampered
+from grader.host.results import CheckResult, Report
+from grader.host.watch import SavedPython, Watch, changes_line, check_lines, regraded, saved_files, score_line
+
+pytestmark = pytest.mark.unit
+
+
+def ids(checks) -> list[str]:
+    return [check.id for check in checks]
+
+
+def test_a_save_regrades_its_files_watched_checks_and_a_shared_file_all_of_them():
+    watched = select(["layernorm", "attention"])
+    assert ids(regraded(["attention.py"], watched)) == ["attention.causal_mask", "attention"]
+    assert regraded(["mlp.py"], watched) == []  # a file of checks not watched
+    assert regraded(["config.py"], watched) == watched  # imported by every module
+    assert regraded(["helpers/util.py", "mlp.py"], watched) == watched
+
+
+def test_only_python_files_outside_pycache_and_editors_temporary_files_count(tmp_path):
+    package = tmp_path / ".venv" / "exercises"  # where the package lives does not matter
+    saved = SavedPython(package)
+    assert saved(None, str(package / "attention.py")) and saved(None, str(package / "helpers" / "util.py"))
+    for ignored in ("notes.txt", "__pycache__/attention.py", ".attention.py.swp", "attention.py~"):
+        assert not saved(None, str(package / ignored)), ignored
+
+
+def result(check_id: str, status: str, **fields) -> CheckResult:
+    return CheckResult(check_id, "model", "", status, 1, **fields)
+
+
+def by_id(*results: CheckResult) -> dict[str, CheckResult]:
+    return {result.id: result for result in results}
+
+
+def test_what_changed_names_each_move_and_each_check_that_stopped_passing():
+    now = [result("a", "pass"), result("b", "fail", message="differs"), result("c", "fail", message="differs")]
+    before = by_id(result("a", "fail", message="differs"), result("b", "pass"), result("c", "fail", message="differs"))
+    line = changes_line(before, now).plain
+    assert line == "  since the last run: a: fail -> pass; newly failing: b (pass -> fail)"
+    assert changes_line(by_id(result("a", "pass")), [result("a", "pass")]).plain == "  since the last run: no change"
+
+
+def test_what_changed_notices_a_new_reason_for_a_check_that_still_fails():
+    before = by_id(result("attention", "fail", message="differs from GPT-2 on blocks.0.prompt: max abs diff 0.5"))
+    now = [result("attention", "fail", message="differs from GPT-2 on blocks.0.prompt: output shape (2, 9)")]
+    assert changes_line(before, now).plain == (
+        "  since the last run: attention: still fails, now: differs from GPT-2 on blocks.0.prompt: output shape (2, 9)"
+    )
+
+
+SYNTAX = {"message": "SyntaxError: invalid syntax (attention.py, line 3)", "file": "attention.py", "line": 3}
+
+
+def test_one_error_that_stops_a_files_checks_is_one_phrase_of_what_changed():
+    before = by_id(result("attention.causal_mask", "pass"), result("attention", "pass"), result("layernorm", "pass"))
+    now = [result("attention.causal_mask", "error", **SYNTAX), result("attention", "error", **SYNTAX)]
+    now.append(result("layernorm", "fail", message="differs"))
+    assert changes_line(before, now).plain == (
+        "  since the last run: newly failing: attention.* (2 checks) (pass -> error); "
+        "newly failing: layernorm (pass -> fail)"
+    )
+    moved = {**SYNTAX, "message": "SyntaxError: invalid syntax (attention.py, line 4)", "line": 4}
+    again = [result("attention.causal_mask", "error", **moved), result("attention", "error", **moved)]
+    assert changes_line(by_id(*now), again).plain == (
+        f"  since the last run: attention.* (2 checks): still an error, now: {moved['message']}"
+    )
+
+
+def test_checks_stopped_by_one_error_share_a_line_and_a_failure_gets_its_next_step():
+    other = {**SYNTAX, "message": "NameError: name 'x' is not defined (attention.py:3)"}
+    shown = [
+        line.plain
+        for line in check_lines(
+            [
+                result("attention.causal_mask", "error", **SYNTAX),
+                result("attention", "error", **SYNTAX),
+                result("layernorm", "fail", message="differs", hint="eps outside the square root"),
+                result("block", "error", **other),  # another error at the same line: a line of its own
+            ]
+        )
+    ]
+    assert shown[0].split()[:5] == ["attention.*", "(2", "checks)", "ERROR", "0/2"]
+    assert shown[0].endswith(SYNTAX["message"])
+    assert shown[1].split()[:2] == ["layernorm", "FAIL"]
+    assert shown[2].strip() == "next: most likely: eps outside the square root"
+    assert shown[3].split()[:2] == ["block", "ERROR"] and len(shown) == 4
+
+
+def test_the_saved_files_are_named_inside_the_package_once_each_and_printable(tmp_path):
+    changes = {
+        (watchfiles.Change.modified, str(tmp_path / "attention.py")),
+        (watchfiles.Change.added, str(tmp_path / "attention.py")),  # one save, two events
+        (watchfiles.Change.modified, str(tmp_path / "helpers" / "util.py")),
+        (watchfiles.Change.modified, str(tmp_path / "bad\x1b[2Jname.py")),
+    }
+    assert saved_files(changes, tmp_path) == ["attention.py", "bad\ufffd[2Jname.py", "helpers/util.py"]
+
+
+def test_a_saved_file_is_named_as_the_learner_names_it():
+    watched = select(["embedding", "sampling"])
+    assert ids(regraded(["embedding.py"], watched)) == ["embed", "pos_embed"]
+    assert ids(regraded(["sampling.py"], watched)) == [c.id for c in watched if c.target.file == "sampling"]
+    assert "kv_cache" not in ids(regraded(["sampling.py"], watched))  # kv_cache.py is its own file
+    assert ids(regraded(["kv_cache.py"], watched)) == ["kv_cache"]
+
+
+def test_a_check_that_stays_todo_or_times_out_again_for_another_reason_says_so():
+    for status, said in (("todo", "still to do"), ("timeout", "still times out"), ("error", "still an error")):
+        before = by_id(result("gelu_new", status, message="first"))
+        assert changes_line(before, [result("gelu_new", status, message="second")]).plain == (
+            f"  since the last run: gelu_new: {said}, now: second"
+        )
+
+
+def test_a_passing_check_is_no_change_whatever_its_message():
+    before = by_id(result("embed", "pass", message="0.1 s"))
+    assert changes_line(before, [result("embed", "pass", message="0.2 s")]).plain == "  since the last run: no change"
+
+
+def test_the_score_counts_every_watched_check_by_status():
+    results = [result("a", "pass"), result("b", "fail"), result("c", "pass"), result("d", "todo")]
+    assert score_line(results).plain == "  watched checks: 2/4 points (2 pass, 1 fail, 1 todo)"
+
+
+class Grading:
+    """grade_package stood in for: each call answers the next of the reports given, and records its checks."""
+
+    def __init__(self, monkeypatch, *answers):
+        self.answers, self.calls = list(answers), []
+        monkeypatch.setattr(watch, "grade_package", self)
+
+    def __call__(self, package, checks, reference, processes=None):
+        self.calls.append(([check.id for check in checks], reference))
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return Report("random", str(package), [answer[check.id] for check in checks])
+
+
+def report_of(*results: CheckResult) -> dict[str, CheckResult]:
+    return by_id(*results)
+
+
+def printed_by(session: Watch, saved: list[str]) -> list[str]:
+    console = Console(record=True, width=200, color_system=None)
+    session.regrade(saved, console, show_printed=False)
+    return [line for line in console.export_text().splitlines() if line.strip()]
+
+
+FIRST = report_of(
+    result("layernorm", "fail", message="differs: max abs diff 0.5"),
+    result("attention.causal_mask", "pass"),
+    result("attention", "pass"),
+)
+
+
+def test_a_save_regrades_its_checks_and_prints_the_new_reason_and_the_score(monkeypatch, tmp_path):
+    again = report_of(result("layernorm", "fail", message="differs: output shape (2, 9)"))
+    grading = Grading(monkeypatch, FIRST, again)
+    session = Watch(tmp_path, select(["layernorm", "attention"]), "the reference", None, rebuild=None)
+    session.grade(session.watched)
+    lines = printed_by(session, ["normalization.py"])
+    assert lines[0].endswith(" normalization.py saved: layernorm")
+    assert lines[1].split() == ["layernorm", "FAIL", "0/1", "differs:", "output", "shape", "(2,", "9)"]
+    assert lines[2:] == [
+        "  since the last run: layernorm: still fails, now: differs: output shape (2, 9)",
+        "  watched checks: 2/3 points (2 pass, 1 fail)",
+    ]
+    assert grading.calls[1] == (["layernorm"], "the reference")
+
+
+def test_a_save_of_a_file_no_watched_check_grades_grades_nothing(monkeypatch, tmp_path):
+    grading = Grading(monkeypatch, FIRST)
+    session = Watch(tmp_path, select(["layernorm", "attention"]), "the reference", None, rebuild=None)
+    session.grade(session.watched)
+    lines = printed_by(session, ["mlp.py"])
+    assert len(lines) == 1 and lines[0].endswith(" mlp.py saved: no watched check grades it")
+    assert len(grading.calls) == 1
+
+
+def test_a_reference_that_does_not_verify_is_rebuilt_and_the_same_checks_graded_again(monkeypatch, tmp_path):
+    tampered = ReferenceTampered("weights.safetensors is not what the reference builder wrote")
+    grading = Grading(monkeypatch, FIRST, tampered, report_of(result("layernorm", "pass")))
+    rebuilt = []
+
+    def rebuild(reference, error):
+        rebuilt.append((reference, str(error)))
+        return "the rebuilt reference"
+
+    session = Watch(tmp_path, select(["layernorm", "attention"]), "the reference", None, rebuild)
+    session.grade(session.watched)
+    lines = printed_by(session, ["normalization.py"])
+    assert rebuilt == [("the reference", "weights.safetensors is not what the reference builder wrote")]
+    assert grading.calls[1:] == [(["layernorm"], "the reference"), (["layernorm"], "the rebuilt reference")]
+    assert session.reference == "the rebuilt reference"
+    assert lines[-2:] == ["  since the last run: layernorm: fail -> pass", "  watched checks: 3/3 points (3 pass)"]
