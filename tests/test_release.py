@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import keyword
 import os
+import posixpath
 import re
 import shlex
 import subprocess
@@ -18,7 +19,7 @@ from conftest import EXERCISES, REPO, SOLUTIONS
 from grader.checks import registry
 from grader.host.stubs import strip_solutions
 
-LEARNER_MARK = re.compile(r"^pytestmark = pytest\.mark\.learner$", re.MULTILINE)
+LEARNER_MARK = re.compile(r"^pytestmark = .*\bpytest\.mark\.learner\b", re.MULTILINE)  # alone or in a list
 
 
 def says_anything(line: str) -> bool:
@@ -136,8 +137,16 @@ def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
     assert (
         "## For instructors" not in readme and "## The exercises, in order" in readme and "<!-- include" not in readme
     )
-    for target in re.findall(r"\]\(([^)#:]+)\)", readme):  # what the README links to or shows is there
-        assert (release / target).is_file(), target
+    # The learner's pages of docs/ ship, less their instructor text; the instructors' and maintainers' do not.
+    from grader.host.release import INSTRUCTOR_DOCS
+
+    pages = {name for name in released if name.startswith("docs/") and name.endswith(".md")}
+    assert {"docs/how-grading-works.md", "docs/isolation.md"} <= pages and not pages & set(INSTRUCTOR_DOCS)
+    for name in ["README.md", *sorted(pages)]:  # what the README and each page link to or show is there
+        text = (release / name).read_text()
+        assert "<!-- instructors" not in text and "<!-- workflow" not in text, name
+        for target in re.findall(r"\]\(([^)#:]+)[)#]", text):
+            assert (release / posixpath.dirname(name) / target).is_file(), f"{name} links to {target}"
 
 
 @pytest.mark.slow
@@ -241,7 +250,7 @@ def test_the_workflow_option_picks_one_learner_workflow(tmp_path):
 def test_the_learner_readme_places_every_readme_section(tmp_path):
     from grader.host.release import ReleaseError, learner_readme, linked_files
 
-    readme = "# Course\n\nIntro.\n\n## Quickstart\n\nRun it.\n\n## For instructors\n\nSecret.\n\n## Layout\n\nFiles.\n"
+    readme = "# Course\n\nIntro.\n\n## Quickstart\n\nRun it.\n\n## For instructors and maintainers\n\nSecret.\n"
     template = "# For learners\n\n<!-- include: Quickstart -->\n"
     assert learner_readme(template, readme) == "# For learners\n\n## Quickstart\n\nRun it.\n"
     with pytest.raises(ReleaseError, match="'Setup' is neither included"):
@@ -252,6 +261,26 @@ def test_the_learner_readme_places_every_readme_section(tmp_path):
         "docs/a.png",
         "other.md",
     }
+
+
+def test_the_release_ships_the_docs_pages_the_learner_readme_links_to_and_places_every_page():
+    from grader.host.release import ReleaseError, learner_docs
+
+    readme = "See [how](docs/how.md#top) and ![a figure](docs/figure.png).\n"
+    pages = {
+        "docs/how.md": "[Back](../README.md). [Safe](safe.md).\n<!-- instructors -->\n[Setup](instructors.md)\n"
+        "<!-- /instructors -->\n",
+        "docs/safe.md": "Contained.\n<!-- workflow: grade -->\nBy grade.yml.\n<!-- /workflow -->\n",
+        "docs/instructors.md": "Secret.\n",
+        "docs/speed.md": "Measured.\n",
+    }
+    shipped, others = learner_docs(readme, pages, "classroom")
+    assert shipped == {"docs/how.md": "[Back](../README.md). [Safe](safe.md).\n", "docs/safe.md": "Contained.\n"}
+    assert others == {"docs/figure.png"}
+    with pytest.raises(ReleaseError, match="links to docs/instructors.md, a page for instructors"):
+        learner_docs(readme + "[Teach](docs/instructors.md)\n", pages, "classroom")
+    with pytest.raises(ReleaseError, match="docs/new.md is neither linked from the learner README"):
+        learner_docs(readme, {**pages, "docs/new.md": "New.\n"}, "classroom")
 
 
 # --- the learner README names only what the release ships ----------------------------------------
@@ -336,8 +365,17 @@ def grade_options(release: Path, venv: Path) -> set[str]:
 
 
 def readme_errors(release: Path, venv: Path) -> list[str]:
-    """What the release's README names that the release does not have, one line each."""
-    spans, cells, targets = inline_names((release / "README.md").read_text())
+    """What the release's README and its pages of docs/ name that the release does not have, one line
+    each. Code spans name paths from the repository's root; links are relative to their page."""
+    spans, cells, targets = [], [], []
+    for page in ["README.md", *sorted(str(p.relative_to(release)) for p in (release / "docs").glob("*.md"))]:
+        page_spans, page_cells, page_targets = inline_names((release / page).read_text())
+        spans, cells = spans + page_spans, cells + page_cells
+        targets += [
+            posixpath.normpath(posixpath.join(posixpath.dirname(page), t))
+            for t in page_targets
+            if "://" not in t and not t.startswith("#")
+        ]
     named_targets, named_options = named_commands(spans, cells)
     missing = sorted(path for path in named_paths(spans, targets) if not shipped(release, path))
     errors = [f"names {path}, which the release does not ship" for path in missing]

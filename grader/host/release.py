@@ -13,7 +13,10 @@ What goes in:
   without `solutions/`);
 - `README.md`, from `grader/templates/README.learner.md` with sections of the README filled in,
   less their instructor text and other workflows' text (see BLOCK), and the files those sections
-  link to or show (images under `docs/`).
+  link to or show (images under `docs/`);
+- the pages of `docs/` the learner README links to, and those they link to in turn, each less its
+  instructor text and other workflows' text, with the files they link to or show. Every other page
+  of `docs/` is listed in INSTRUCTOR_DOCS, and a learner text that links to one stops the build.
 
 Files are taken from what git tracks or would track (ignored files never go). As a last guard,
 the build fails when any line the stubs hide appears in any file of the release.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import keyword
+import posixpath
 import re
 import shutil
 import subprocess
@@ -38,7 +42,17 @@ from grader.shared.paths import REPO_ROOT
 WORKFLOWS = {"classroom": ".github/workflows/classroom.yml", "grade": ".github/workflows/grade.yml"}
 COPIED = ("pyproject.toml", "Makefile", ".gitignore", "tests/conftest.py")
 README_TEMPLATE = "grader/templates/README.learner.md"
-INSTRUCTOR_SECTIONS = ("For instructors", "Layout")  # README sections the learner README leaves out
+INSTRUCTOR_SECTIONS = ("For instructors and maintainers",)  # README sections the learner README leaves out
+# Pages of docs/ that never ship: the instructors' and the maintainers'. Every other page of docs/ must be
+# linked from the learner README (or from a page it ships), so a new page is placed on purpose.
+INSTRUCTOR_DOCS = (
+    "docs/instructors.md",
+    "docs/maintainers.md",
+    "docs/speed.md",
+    "docs/layout.md",
+    "docs/adding-a-check.md",
+)
+DOCS_PAGE = re.compile(r"docs/[^/]+\.md")
 INCLUDE = re.compile(r"^<!-- include: (.+) -->$", re.MULTILINE)
 # What the learner README leaves out of the sections it includes, so that it names only what the
 # release ships: a block between `<!-- instructors -->` and `<!-- /instructors -->` lines, a block
@@ -138,19 +152,19 @@ def learner_readme(template: str, readme: str, workflow: str = "classroom") -> s
     return learner_text(INCLUDE.sub(lambda match: sections[match.group(1)], template), workflow)
 
 
-def learner_text(markdown: str, workflow: str) -> str:
+def learner_text(markdown: str, workflow: str, source: str = "README.md") -> str:
     """The learner's text: instructor blocks and lines out, other workflows' blocks out."""
 
     def kept(block: re.Match) -> str:
         opened, name, body, closed = block.groups()
         if closed != opened.partition(":")[0]:
-            raise ReleaseError(f"README.md: <!-- {opened} --> is closed by <!-- /{closed} -->")
+            raise ReleaseError(f"{source}: <!-- {opened} --> is closed by <!-- /{closed} -->")
         return body if name == workflow else ""
 
     text = BLOCK.sub(kept, markdown)
     stray = MARKER_LINE.search(text)  # before the lines go, as a marker line would go with them
     if stray:
-        raise ReleaseError(f"README.md: the marker {stray.group(0)!r} has no partner (blocks do not nest)")
+        raise ReleaseError(f"{source}: the marker {stray.group(0)!r} has no partner (blocks do not nest)")
     return re.sub(r"\n{3,}", "\n\n", INSTRUCTOR_LINE.sub("", text))  # where a block went, one blank line
 
 
@@ -165,6 +179,37 @@ def linked_files(markdown: str) -> set[str]:
             if target and not urlparse(target).scheme and not target.startswith("#"):
                 targets.add(target.partition("#")[0])
     return targets
+
+
+def learner_docs(readme: str, pages: dict[str, str], workflow: str) -> tuple[dict[str, str], set[str]]:
+    """The pages of docs/ a learner gets, by path, as they ship, and the other files they and the
+    README link to or show, relative to the repository's root.
+
+    pages holds the text of every page of docs/, by path. A page ships when the learner README
+    links to it, or a page that ships does; it ships less its instructor text and other workflows'
+    text, and only what is left of it is followed. Every page must ship or be in INSTRUCTOR_DOCS.
+    """
+    shipped: dict[str, str] = {}
+    others: set[str] = set()
+    queue = [("README.md", readme)]
+    while queue:
+        name, text = queue.pop()
+        for target in sorted(linked_files(text)):
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+            if path in INSTRUCTOR_DOCS:
+                raise ReleaseError(f"the learner's {name} links to {path}, a page for instructors (INSTRUCTOR_DOCS)")
+            if path in pages and path not in shipped:
+                shipped[path] = learner_text(pages[path], workflow, path)
+                queue.append((path, shipped[path]))
+            elif path not in pages and path != "README.md":
+                others.add(path)
+    unplaced = sorted(set(pages) - set(shipped) - set(INSTRUCTOR_DOCS))
+    if unplaced:
+        raise ReleaseError(
+            f"{unplaced[0]} is neither linked from the learner README (or a page it ships) "
+            "nor in INSTRUCTOR_DOCS (grader/host/release.py)"
+        )
+    return shipped, others
 
 
 # --- the guard ----------------------------------------------------------------------------------
@@ -213,7 +258,9 @@ def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_R
         raise ReleaseError(f"{outdir} already exists and is not an empty directory; choose a new one")
     available = project_files(root)
     readme = learner_readme((root / README_TEMPLATE).read_text(), (root / "README.md").read_text(), workflow)
-    files = learner_files(root, available, workflow) + sorted(linked_files(readme) & set(available))
+    pages = {name: (root / name).read_text() for name in available if DOCS_PAGE.fullmatch(name)}
+    docs, linked = learner_docs(readme, pages, workflow)
+    files = learner_files(root, available, workflow) + sorted(linked & set(available))
     outdir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".release-", dir=outdir.parent))  # renamed into place when complete
     try:
@@ -222,6 +269,9 @@ def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_R
             shutil.copy2(root / name, staging / name)
         write_exercises(solutions, staging / "exercises")
         (staging / "README.md").write_text(readme)
+        for name, text in docs.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            (staging / name).write_text(text)
         leaks = leaked_lines(staging, hidden_lines(solutions))
         if leaks:
             raise ReleaseError(
