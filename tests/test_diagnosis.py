@@ -11,7 +11,7 @@ from conftest import SOLUTIONS, by_id, run_grade, write_variant
 from test_alternatives import ATTENTION_MATMUL, replace_attention_body
 
 from grader.checks import registry
-from grader.checks.model import attend
+from grader.checks.model.attention import attend
 from grader.host.diagnose import close
 from grader.shared import wire
 

@@ -112,7 +112,7 @@ def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
         ".gitignore",
         "grader/__init__.py",
         "grader/host/cli.py",
-        "grader/checks/model.py",
+        "grader/checks/model/attention.py",
         "tests/conftest.py",
     ):
         assert name in released

@@ -1,17 +1,20 @@
-"""The registry of checks: one small declaration per check, grouped in one module per part.
+"""The registry of checks: one small declaration per check, in the modules `COURSE` names.
 
 A check says which learner object to build (`Target`), how the reference computes its cases
 (`cases`, run once when the reference cache is built), and how outputs are compared. Nothing here
-knows about output formats or processes.
+knows about output formats or processes. Each module of checks declares `CHECK` (part 1's package,
+`model/`, has one module per check) or `CHECKS`; docs/adding-a-check.md says how to add one.
 """
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from grader.shared.types import Tolerance  # here too, for the part modules, which declare tolerances
 
@@ -75,7 +78,7 @@ class Check:
     comparison: Callable[..., Any] | None = None  # (actual, expected, tolerance) -> CaseComparison; None: allclose
     tolerance: Tolerance = Tolerance()
     watch_inputs: bool = False
-    capture: tuple[str, ...] = ()  # what the learner's process records for diagnosis: "locals", "modules"
+    capture: tuple[Literal["locals", "modules"], ...] = ()  # what the learner's process records for diagnosis
     notes: Callable[[dict[str, Any]], list[str]] | None = None
     expected_from: str = "GPT-2"  # where the expected values come from, as failure messages say
     min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
@@ -89,15 +92,53 @@ def on_stand_ins(checks: tuple[Check, ...]) -> tuple[Check, ...]:
     return tuple(replace(check, reads_gpt2=False) for check in checks)
 
 
-PARTS = ("model", "sampling", "interp", "training")  # the course's parts, in order (Check.part)
-MODULES = ("model", "sampling", "beam", "kv_cache", "interp", "training")  # each with a CHECKS tuple, in course order
+# The course's parts in order (Check.part), each with the modules that declare its checks, in the order a learner
+# meets them: grade --list, the reports and the notebooks follow it.
+COURSE = {
+    "model": (
+        "model.embed",
+        "model.pos_embed",
+        "model.layernorm",
+        "model.causal_mask",
+        "model.attention",
+        "model.gelu_new",
+        "model.mlp",
+        "model.block",
+        "model.unembed",
+        "model.transformer",
+    ),
+    "sampling": ("sampling", "beam", "kv_cache"),
+    "interp": ("interp",),
+    "training": ("training",),
+}
+PARTS = tuple(COURSE)
+
+
+class UndeclaredChecks(LookupError):
+    pass
 
 
 def registry() -> tuple[Check, ...]:
-    """Every check, in the order a learner meets them."""
-    import importlib
+    """Every check, in the order a learner meets them: the CHECK or CHECKS of each module COURSE names."""
+    declared = [module for modules in COURSE.values() for module in modules]
+    undeclared = sorted(set(check_modules()) - set(declared))
+    if undeclared:  # a check file COURSE does not name would otherwise be silently never graded
+        where = f"{', '.join(undeclared)} declared but not placed: add each to COURSE in grader/checks/__init__.py"
+        raise UndeclaredChecks(f"{where}, where a learner meets it (docs/adding-a-check.md)")
+    return tuple(check for module in declared for check in checks_in(importlib.import_module(f"{__name__}.{module}")))
 
-    return tuple(check for module in MODULES for check in importlib.import_module(f"{__name__}.{module}").CHECKS)
+
+def check_modules() -> list[str]:
+    """The modules under grader/checks/ that declare checks, dotted from here: every one but a package's
+    `__init__` and a helper (`_common`)."""
+    root = Path(__file__).parent
+    files = (path.relative_to(root).with_suffix("") for path in root.rglob("*.py"))
+    return sorted(".".join(file.parts) for file in files if not file.name.startswith("_"))
+
+
+def checks_in(module) -> tuple[Check, ...]:
+    """A module's checks: its one `CHECK`, or its `CHECKS` in course order."""
+    return module.CHECKS if hasattr(module, "CHECKS") else (module.CHECK,)
 
 
 class UnknownCheck(ValueError):

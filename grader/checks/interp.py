@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance
-from grader.checks.model import replay_extras
+from grader.checks.model.block import replay_extras
 from grader.learner.drivers import COUNT_KEYS
 from grader.shared.compare import CaseComparison, validate
 from grader.shared.types import counts_by_part

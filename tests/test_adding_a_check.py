@@ -1,0 +1,145 @@
+"""Adding a check touches the files docs/adding-a-check.md names, and no other: every module under grader/checks/
+has its place in COURSE, every registered check has a written-wrong variant in the tests (or a reason it has
+none), and the page holds to the tree (its paths, its commands, its check file template)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import types
+
+import pytest
+import test_interp
+import test_messages_match_the_table
+import test_mistakes
+import test_sampling
+import test_training
+from conftest import REPO
+
+import grader.checks
+from grader.checks import COURSE, Check, UndeclaredChecks, check_modules, checks_in, registry
+
+TESTS = REPO / "tests"
+DOC = REPO / "docs" / "adding-a-check.md"
+
+# The tables of written-wrong variants, each graded and failing at the check it names: file -> those checks.
+VARIANT_TABLES = {
+    "tests/test_mistakes.py": {row[0] for row in test_mistakes.MISTAKES.values()},
+    "tests/test_sampling.py": {row[0] for row in test_sampling.MISTAKES.values()},
+    "tests/test_interp.py": set(test_interp.MISTAKES),  # keyed by check
+    "tests/test_training.py": {row[0] for row in test_training.MISTAKES.values()},
+    "tests/test_messages_match_the_table.py": set(test_messages_match_the_table.RETURNS),  # keyed by check
+}
+# Checks whose written-wrong variant is graded in a test of its own: check -> "file::test".
+VARIANTS_ELSEWHERE = {
+    "sampling.greedy": "tests/test_part2_diagnosis.py::test_sampling_generate_names_the_failing_greedy_search",
+    "training.trainer": "tests/test_training.py::test_a_loop_without_the_shift_fails_the_outcome",
+}
+# Checks with no written-wrong variant of their own: check -> why.
+EXEMPT = {
+    "beam.search": "the learner does not write beam_search, it is given: it fails only through the Beams methods it "
+    "calls, and test_part2_diagnosis.py grades their variants at beam.search too",
+}
+
+
+def in_tables() -> set[str]:
+    return set().union(*VARIANT_TABLES.values())
+
+
+# --- the registry finds every check file -----------------------------------------------------------
+
+
+def test_every_check_module_has_its_place_in_the_course():
+    declared = [module for modules in COURSE.values() for module in modules]
+    assert sorted(declared) == check_modules(), "each module under grader/checks/ is named once in COURSE"
+
+
+def test_each_module_declares_the_checks_of_the_part_it_is_placed_in():
+    for part, modules in COURSE.items():
+        for module in modules:
+            checks = checks_in(importlib.import_module(f"grader.checks.{module}"))
+            assert checks and {check.part for check in checks} == {part}, module
+
+
+def test_part_one_has_one_file_per_check_named_for_it():
+    for module in COURSE["model"]:
+        check = importlib.import_module(f"grader.checks.{module}").CHECK
+        assert module == f"model.{check.id.rsplit('.', 1)[-1]}", (module, check.id)
+
+
+def test_the_registry_refuses_a_check_file_the_course_does_not_place(monkeypatch):
+    monkeypatch.setattr(grader.checks, "check_modules", lambda: [*check_modules(), "model.rmsnorm"])
+    with pytest.raises(UndeclaredChecks, match="model.rmsnorm"):
+        registry()
+
+
+# --- every check has a written-wrong variant --------------------------------------------------------
+
+
+def test_every_check_has_a_written_wrong_variant_or_a_reason():
+    covered = in_tables() | set(VARIANTS_ELSEWHERE) | set(EXEMPT)
+    missing = [check.id for check in registry() if check.id not in covered]
+    assert missing == [], f"no written-wrong variant for {missing}: see docs/adding-a-check.md, step 5"
+
+
+def test_the_variants_and_exemptions_name_registered_checks_once():
+    registered = {check.id for check in registry()}
+    assert in_tables() | set(VARIANTS_ELSEWHERE) | set(EXEMPT) <= registered
+    assert not (in_tables() & set(VARIANTS_ELSEWHERE)) and not ((in_tables() | set(VARIANTS_ELSEWHERE)) & set(EXEMPT))
+
+
+@pytest.mark.parametrize("check_id", VARIANTS_ELSEWHERE)
+def test_a_variant_elsewhere_is_a_test_that_writes_one_and_grades_its_check(check_id):
+    file, name = VARIANTS_ELSEWHERE[check_id].split("::")
+    source = (REPO / file).read_text()
+    [test] = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef) and node.name == name]
+    assert f'"{check_id}"' in ast.get_source_segment(source, test)
+    assert "write_variant(" in source  # in the test, or in the fixture that grades its packages
+
+
+# --- docs/adding-a-check.md holds to the tree ------------------------------------------------------
+
+
+def test_every_path_the_page_names_exists():
+    paths = set(re.findall(r"\b(?:solutions|exercises|grader|tests|docs)/[\w./-]*\w/?", DOC.read_text()))
+    assert paths and [path for path in sorted(paths) if not (REPO / path).exists()] == []
+
+
+def test_the_pages_commands_exist():
+    commands = code_block("bash").splitlines()
+    targets = set(re.findall(r"^([\w-]+):", (REPO / "Makefile").read_text(), re.MULTILINE))
+    for command in commands:
+        if command.startswith("make "):
+            assert command.split()[1] in targets, command
+        for module in re.findall(r"-m ([\w.]+)", command):
+            assert importlib.util.find_spec(module), command
+
+
+def test_the_steps_name_each_file_the_tests_require_in_order():
+    """Solution, stub, check file, its place in COURSE, then the variant, with each table the tests read."""
+    text = DOC.read_text()
+    steps = ["solutions/", "make stubs", "grader/checks/model/", "COURSE", *VARIANT_TABLES]
+    positions = [text.find(step) for step in steps]
+    assert -1 not in positions and positions == sorted(positions), dict(zip(steps, positions, strict=True))
+    assert "VARIANTS_ELSEWHERE" in text and "EXEMPT" in text
+
+
+def test_the_check_file_template_is_what_the_registry_reads():
+    source = code_block("python")
+    module = types.ModuleType("grader.checks.model.rmsnorm")
+    exec(compile(source, str(DOC), "exec"), module.__dict__)
+    [check] = checks_in(module)
+    assert isinstance(check, Check) and check.part in COURSE
+    assert f"model.{check.id}" not in check_modules()  # an example, not a check of the course
+    top_level = [node for node in ast.parse(source).body if isinstance(node, ast.Import | ast.ImportFrom)]
+    imported = [alias.name for node in top_level for alias in node.names] + [
+        node.module for node in top_level if isinstance(node, ast.ImportFrom)
+    ]
+    assert not any(name and name.split(".")[0] == "torch" for name in imported), "torch only inside case builders"
+
+
+def code_block(language: str) -> str:
+    """The page's one code block in `language`."""
+    [block] = re.findall(rf"^```{language}\n(.*?)^```", DOC.read_text(), re.MULTILINE | re.DOTALL)
+    return block
