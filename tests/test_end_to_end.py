@@ -17,6 +17,29 @@ def test_solutions_score_full_marks(grade):
     assert report.score == report.max_score == sum(c.points for c in registry())
 
 
+SUBSET = ("layernorm", "attention", "sampling.greedy")  # attention with its mask
+
+
+def rows(report) -> list[dict]:
+    """What a report says of each check, but how long it took."""
+    return [{**check.to_dict(), "seconds": None, "figures": check.figures} for check in report.checks]
+
+
+def test_a_subset_graded_alone_is_what_the_full_grading_says_of_it(grade):
+    """The `grade` fixture reads a selection of the solutions' or the stubs' checks from one full grading, since
+    which other checks run changes nothing; here the selection is really graded on its own."""
+    for package, status in ((SOLUTIONS, "pass"), (EXERCISES, "todo")):
+        alone = grade.graded_alone(package, *SUBSET)
+        assert [c.id for c in alone.checks] == [
+            "layernorm",
+            "attention.causal_mask",
+            "attention",
+            "sampling.greedy",
+        ]
+        assert {c.status for c in alone.checks} == {status}, package
+        assert rows(alone) == rows(grade(package, *SUBSET)), package
+
+
 def test_transformer_reports_parameter_counts_and_argmax(grade):
     (transformer,) = grade(SOLUTIONS, "transformer").checks
     counts = (
