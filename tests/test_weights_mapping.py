@@ -85,4 +85,4 @@ def test_misshapen_parameters_are_named_before_anything_is_loaded(weights):
     module.b = nn.Parameter(torch.empty(5))
     with pytest.raises(WeightsMismatch) as raised:
         load_weights(module, file.sources({"W": "W", "b": "b"}))
-    assert raised.value.facts["misshapen"] == {"b": [[5], [4]]}
+    assert raised.value.facts.misshapen == {"b": [[5], [4]]}

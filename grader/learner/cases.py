@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 
 from grader.learner.device import DeviceUnavailable, device_mixup, resolve_device
@@ -16,7 +16,7 @@ from grader.learner.recorder import Recorder, parameter_shapes
 from grader.learner.weights import SkipRandomFills, Source, WeightsMismatch, load_weights
 from grader.shared import wire
 from grader.shared.types import counts_by_part
-from grader.shared.wire import Capture, CaseSpec, Request
+from grader.shared.wire import Capture, CaseSpec, Reply, ReplyStatus, Request, TargetSpec
 
 # One thread for torch in every check: the same sums in the same order on any machine, so every number a
 # report gives repeats; the checks' matrices are small (measured: no check slower on one thread than on two),
@@ -26,14 +26,21 @@ CHECK_THREADS = 1
 
 class CaseContext:
     """What a driver gets for one case: the learner's package, the case's tensors, and a way to
-    build the learner's modules loaded with reference weights (memoised per weights and overrides)."""
+    build the learner's modules loaded with reference weights (memoised per weights and overrides);
+    and the check's reply so far, which drivers add to through `update_reply`."""
 
-    def __init__(self, package: LearnerPackage, target: dict, weights, inputs, reply: dict, device=None):
-        self.package, self.target, self.weights, self.inputs, self.reply = package, target, weights, inputs, reply
+    def __init__(self, package: LearnerPackage, target: TargetSpec, weights, inputs, device=None):
+        self.package, self.target, self.weights, self.inputs = package, target, weights, inputs
         self.device = device or "cpu"
+        self.reply = Reply("ran")
+        self.stand_in_decided = False  # whether `reply.stand_in` is this check's answer yet (interp asks once)
         self.case = CaseSpec("", 0, None, [])
         self.captured: list = []  # the recorded tensors of this case, when they are kept
         self._built: dict = {}
+
+    def update_reply(self, **fields) -> None:
+        """The reply with these fields set; a field the wire format does not have is a TypeError here."""
+        self.reply = replace(self.reply, **fields)
 
     def start(self, case: CaseSpec) -> None:
         self.case, self.captured = case, []
@@ -55,14 +62,16 @@ class CaseContext:
         memo = (cls, prefix, tuple(self.case.overrides))
         if memo not in self._built:
             self._built = {}  # one at a time: the whole model is large
-            with SkipRandomFills() if self.target.get("fast_init", True) else contextlib.nullcontext():
+            with SkipRandomFills() if self.target.fast_init else contextlib.nullcontext():
                 module = cls(self.package.config())
             keys = {key[len(prefix) :]: key for key in self.weights.keys() if key.startswith(prefix)}
             overrides = set(self.case.overrides)
             sources = self.weights.sources({name: key for name, key in keys.items() if name not in overrides})
             sources |= {name: self._override(name) for name in overrides & set(keys)}
-            self.reply["weights"] = load_weights(module, sources)
-            self.reply["param_counts"] = counts_by_part((name, p.numel()) for name, p in module.named_parameters())
+            self.update_reply(
+                weights=load_weights(module, sources),
+                param_counts=counts_by_part((name, p.numel()) for name, p in module.named_parameters()),
+            )
             self._built[memo] = module.to(self.device)  # loaded on the CPU, where the weights are read
         return self._built[memo]
 
@@ -73,14 +82,14 @@ class CaseContext:
 
     def target_function(self):
         """The learner's function, or the method of its module loaded with this case's weights."""
-        obj = self.package.attribute(self.target["file"], self.target["name"])
-        function = obj if self.target["method"] is None else getattr(self.module(obj), self.target["method"])
+        obj = self.package.attribute(self.target.file, self.target.name)
+        function = obj if self.target.method is None else getattr(self.module(obj), self.target.method)
         self.point_at(function)
         return function
 
     def point_at(self, function) -> None:
         """Name `function`, where the learner defined it, as the place a failing check points to."""
-        self.reply["target_where"] = source_place(function)
+        self.update_reply(target_where=source_place(function))
 
 
 def call_target(ctx: CaseContext, args: list, capture: Capture | None = None):
@@ -92,67 +101,72 @@ def call_target(ctx: CaseContext, args: list, capture: Capture | None = None):
         with replaying(ctx, root):
             return function(*args)
     root_tag = (ctx.case.weights or "").rstrip(".")
-    recorder = Recorder(ctx.package.path, capture.modes, capture.keep, root, root_tag, ctx.target["name"])
+    recorder = Recorder(ctx.package.path, capture.modes, capture.keep, root, root_tag, ctx.target.name)
     with recorder, replaying(ctx, root):
         try:
             return function(*args)
         finally:
-            ctx.reply.setdefault("captures", {})[ctx.case.name] = recorder.records
+            ctx.update_reply(captures={**ctx.reply.captures, ctx.case.name: recorder.records})
             ctx.captured = recorder.kept
-            if root is not None and "parameters" not in ctx.reply:  # the first case's, like its trace
-                ctx.reply["parameters"] = parameter_shapes(root, recorder)
+            if root is not None and not ctx.reply.parameters:  # the first case's, like its trace
+                ctx.update_reply(parameters=parameter_shapes(root, recorder))
 
 
-def driver_for(target: dict):
-    if not target.get("driver"):
+def driver_for(target: TargetSpec):
+    if not target.driver:
         return call_target
-    module_name, _, function = target["driver"].partition(":")
+    module_name, _, function = target.driver.partition(":")
     return getattr(importlib.import_module(module_name), function)
 
 
-def run_request(package: LearnerPackage, request: Request, weights, inputs) -> dict:
+def run_request(package: LearnerPackage, request: Request, weights, inputs) -> Reply:
     """Every case of the request, in order, until one cannot be completed; the outputs written to scratch."""
     import torch
     from safetensors.torch import save_file
 
-    reply: dict = {"outputs": [], "param_counts": {}}
-    target = asdict(request.target)
     torch.set_num_threads(CHECK_THREADS)
     try:
         device = resolve_device(request.device)
     except DeviceUnavailable as error:
-        return {**reply, "status": "error", "error": str(error)}
-    ctx = CaseContext(package, target, weights, inputs, reply, device)
-    drive = driver_for(target)
-    if drive is call_target and request.capture:
-        drive = functools.partial(call_target, capture=request.capture)
-    outputs = {}
+        return Reply("error", error=str(error))
+    ctx = CaseContext(package, request.target, weights, inputs, device)
+    outputs: dict = {}
     try:
-        for case in request.cases:
-            ctx.start(case)
-            args = ctx.args
-            torch.manual_seed(0)  # anything random in the learner's code repeats from run to run
-            with torch.no_grad():
-                result = drive(ctx, args)
-            problem = output_problem(result, args, from_driver=bool(target.get("driver")))
-            if problem:
-                reply["bad_output"] = {"case": case.name, "problem": problem}
-                break
-            outputs[wire.OUTPUT.format(case=case.name)] = result.detach().cpu().clone().contiguous()
-            for i, value in enumerate(ctx.captured):
-                outputs[wire.CAPTURE.format(case=case.name, i=i)] = readable(value)
-            if request.watch_inputs:
-                for i, arg in enumerate(args):
-                    outputs[wire.ARG_AFTER.format(case=case.name, i=i)] = arg.detach().cpu().clone().contiguous()
-            reply["outputs"].append(case.name)
+        run_cases(ctx, request, outputs)
     except WeightsMismatch as mismatch:
-        reply.update(status="weights", weights=mismatch.facts)
+        ctx.update_reply(status="weights", weights=mismatch.facts)
     except BaseException as error:  # learner code may raise SystemExit or KeyboardInterrupt too
-        reply.update(failure_reply(error, package.path, device))
+        ctx.reply = failure_reply(error, package.path, device, ctx.reply)
     if outputs:
         save_file(outputs, str(Path(request.scratch) / wire.OUTPUTS_FILE))
-    reply.setdefault("status", "ran")
-    return reply
+    return ctx.reply
+
+
+def run_cases(ctx: CaseContext, request: Request, outputs: dict) -> None:
+    """Drive each case in turn, its tensors into `outputs` and its name into the reply, until one returns
+    what cannot be compared (the reply's `bad_output`) or raises (to the caller)."""
+    import torch
+
+    drive = driver_for(request.target)
+    if drive is call_target and request.capture:
+        drive = functools.partial(call_target, capture=request.capture)
+    for case in request.cases:
+        ctx.start(case)
+        args = ctx.args
+        torch.manual_seed(0)  # anything random in the learner's code repeats from run to run
+        with torch.no_grad():
+            result = drive(ctx, args)
+        problem = output_problem(result, args, from_driver=bool(request.target.driver))
+        if problem:
+            ctx.update_reply(bad_output=wire.BadOutput(case.name, problem))
+            return
+        outputs[wire.OUTPUT.format(case=case.name)] = result.detach().cpu().clone().contiguous()
+        for i, value in enumerate(ctx.captured):
+            outputs[wire.CAPTURE.format(case=case.name, i=i)] = readable(value)
+        if request.watch_inputs:
+            for i, arg in enumerate(args):
+                outputs[wire.ARG_AFTER.format(case=case.name, i=i)] = arg.detach().cpu().clone().contiguous()
+        ctx.update_reply(outputs=[*ctx.reply.outputs, case.name])
 
 
 def readable(value):
@@ -180,16 +194,25 @@ def output_problem(result, args: list, from_driver: bool = False) -> str | None:
     return None
 
 
-def failure_reply(error: BaseException, package: Path, device=None) -> dict:
-    where = learner_frame(error, package)
+def failure_reply(error: BaseException, package: Path, device=None, so_far: Reply | None = None) -> Reply:
+    """The reply of a check whose learner code raised `error`: what it completed (`so_far`), then why it
+    stopped and where in the learner's files."""
+    status, message = failure(error, device)
+    return replace(so_far or Reply(status), status=status, error=message, where=learner_frame(error, package))
+
+
+def failure(error: BaseException, device=None) -> tuple[ReplyStatus, str]:
+    """The reply's status and message for `error`."""
     mixup = device_mixup(error, device)
     if mixup:
-        return {"status": "error", "error": mixup, "where": where or None}
+        return "error", mixup
     if isinstance(error, Forbidden):
-        return {"status": "forbidden", "error": str(error), "where": where or None}
+        return "forbidden", str(error)
     if isinstance(error, PermissionError) and error.filename:
-        message = f"exercises may not read or write {error.filename}: the sandbox allows only your package and Python"
-        return {"status": "forbidden", "error": message, "where": where or None}
+        return (
+            "forbidden",
+            f"exercises may not read or write {error.filename}: the sandbox allows only your package and Python",
+        )
     if isinstance(error, NotImplementedError):
-        return {"status": "todo", "where": where or None}
-    return {"status": "error", "error": one_line(error), "where": where or None}
+        return "todo", ""
+    return "error", one_line(error)

@@ -10,6 +10,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from grader.shared.wire import Place
+
 PACKAGE_NAME = "learner_package"
 # A learner's file that does not import, and the grader's module given in its place to the files that import it:
 # so that one syntax error in transformer.py costs its own checks, not those of interp.py (its functions take a
@@ -96,37 +98,37 @@ class LearnerPackage:
         return self.attribute("config", "Config")()
 
 
-def learner_frame(error: BaseException, package: Path) -> dict:
+def learner_frame(error: BaseException, package: Path) -> Place | None:
     """The innermost place in the learner's files where `error` came from, with the function there."""
     if isinstance(error, SyntaxError) and error.filename and Path(error.filename).resolve().is_relative_to(package):
-        return {"file": Path(error.filename).name, "line": error.lineno, "code": (error.text or "").strip()}
+        return Place(Path(error.filename).name, error.lineno, (error.text or "").strip())
     frames = [
         (frame, line)
         for frame, line in traceback.walk_tb(error.__traceback__)
         if Path(frame.f_code.co_filename).resolve().is_relative_to(package)
     ]
     if not frames:
-        return {}
+        return None
     frame, line = frames[-1]
     return code_place(frame.f_code, line)
 
 
-def code_place(code, line: int) -> dict:
+def code_place(code, line: int) -> Place:
     """file, line, that line's code, and the function it is in: the function a comprehension or a
     nested helper belongs to, as the learner wrote it (`Beams.generate`, not `<listcomp>`)."""
-    return {
-        "file": Path(code.co_filename).name,
-        "line": line,
-        "code": linecache.getline(code.co_filename, line).strip(),
-        "function": code.co_qualname.split(".<locals>")[0],
-    }
+    return Place(
+        Path(code.co_filename).name,
+        line,
+        linecache.getline(code.co_filename, line).strip(),
+        code.co_qualname.split(".<locals>")[0],
+    )
 
 
 def describe(value) -> str:
     return f"{type(value).__module__}.{type(value).__qualname__}"
 
 
-def source_place(function) -> dict | None:
+def source_place(function) -> Place | None:
     """Where the learner defined `function`: the place a failing check points to."""
     import inspect
 
@@ -134,4 +136,4 @@ def source_place(function) -> dict | None:
         file, line = Path(inspect.getsourcefile(function)).name, inspect.getsourcelines(function)[1]
     except (TypeError, OSError):
         return None
-    return {"file": file, "line": line, "function": getattr(function, "__qualname__", "")}
+    return Place(file, line, function=getattr(function, "__qualname__", ""))

@@ -7,12 +7,14 @@ import os
 import sys
 from pathlib import Path
 
+from grader.shared.wire import ParameterShape, Record, RecordKind
 
-def parameter_shapes(root, recorder: Recorder) -> list[dict]:
+
+def parameter_shapes(root, recorder: Recorder) -> list[ParameterShape]:
     shapes = []
     for name, parameter in root.named_parameters():
         path, _, own = name.rpartition(".")
-        shapes.append({"tag": recorder.tag_of_path(path), "name": own, "shape": list(parameter.shape)})
+        shapes.append(ParameterShape(recorder.tag_of_path(path), own, list(parameter.shape)))
     return shapes
 
 
@@ -27,7 +29,7 @@ class Recorder:
         self.prefix = str(package_dir) + os.sep
         self.modes, self.keep, self.root, self.root_tag, self.root_name = modes, keep, root, root_tag, root_name
         self.paths = {id(module): name for name, module in root.named_modules()} if root is not None else {}
-        self.records: list[dict] = []
+        self.records: list[Record] = []
         self.kept: list = []  # the values of the records whose kind a diagnosis compares
         self._last: dict = {}
         self._lines: dict = {}  # frame id: the line its last trace event was at
@@ -39,24 +41,14 @@ class Recorder:
         (`Transformer`) for a root that has no path."""
         return ".".join(part for part in (self.root_tag, path) if part) or self.root_name
 
-    def record(self, kind: str, tag: str, name: str, value, place: tuple[str, int | None] = ("", None)) -> None:
+    def record(self, kind: RecordKind, tag: str, name: str, value, place: tuple[str, int | None] = ("", None)) -> None:
         saved = None
         mode = "locals" if kind == "returns" else kind  # a return is seen by the same trace as the locals
         if mode in self.keep and value.device.type != "meta":  # a meta tensor has no values to keep
             saved = len(self.kept)
             self.kept.append(value.detach().cpu())  # recorded on the device, kept in the CPU's memory
         file, line = place
-        self.records.append(
-            {
-                "kind": kind,
-                "tag": tag,
-                "name": name,
-                "shape": list(value.shape),
-                "saved": saved,
-                "file": file,
-                "line": line,
-            }
-        )
+        self.records.append(Record(kind, tag, name, list(value.shape), saved, file, line))
 
     def __enter__(self):
         if "modules" in self.modes and self.root is not None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import itertools
-import json
 import os
 import shutil
 import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from grader.learner.cases import failure_reply, run_request
@@ -69,7 +68,7 @@ def run_check(request: Request, forked: bool) -> None:
             reply = run_request(package, request, weights, inputs)
     except BaseException as error:
         reply = failure_reply(error, package_path)
-    write_reply(scratch, json.dumps(reply))
+    write_reply(scratch, reply.to_json())
 
 
 def write_reply(scratch: Path, reply: str) -> None:
@@ -316,5 +315,5 @@ def serve() -> None:
     answers.flush()
     for line in sys.stdin:
         answer = run_one(wire.parse_request(line), answer_fd)
-        answers.write(json.dumps(asdict(answer)) + "\n")
+        answers.write(answer.to_json() + "\n")
         answers.flush()

@@ -8,6 +8,8 @@ import mmap
 import struct
 from typing import Callable, NamedTuple
 
+from grader.shared.wire import WeightFacts
+
 RANDOM_FILLS = ("normal_", "uniform_", "bernoulli_", "exponential_", "cauchy_", "log_normal_", "geometric_", "random_")
 RANDOM_INITS = (
     "normal_",
@@ -23,7 +25,7 @@ RANDOM_INITS = (
 
 
 class WeightsMismatch(Exception):
-    def __init__(self, facts: dict):
+    def __init__(self, facts: WeightFacts):
         super().__init__("weights do not fit")
         self.facts = facts
 
@@ -36,7 +38,7 @@ class Source(NamedTuple):
     mapped: bool  # the tensor lies in a mapping of its own module's: the parameter may take it as it is
 
 
-def load_weights(module, sources: dict[str, Source]) -> dict:
+def load_weights(module, sources: dict[str, Source]) -> WeightFacts:
     """Give the learner's parameters their reference values: the mapped tensor itself where the parameter
     alone holds its memory, else a copy into it. Missing or misshapen parameters stop the check: a
     parameter that is not loaded would keep its initial value."""
@@ -50,12 +52,8 @@ def load_weights(module, sources: dict[str, Source]) -> dict:
         for name in own
         if name in sources and list(own[name].shape) != list(sources[name].shape)
     }
-    facts = {
-        "missing": missing,
-        "unexpected": unexpected,
-        "misshapen": misshapen,
-        "suggestions": {name: difflib.get_close_matches(name, unexpected, n=1) for name in missing},
-    }
+    suggestions = {name: difflib.get_close_matches(name, unexpected, n=1) for name in missing}
+    facts = WeightFacts(missing, unexpected, misshapen, suggestions)
     if missing or misshapen:
         raise WeightsMismatch(facts)
     with torch.no_grad():

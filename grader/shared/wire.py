@@ -7,6 +7,11 @@ written anything there (a link, a directory, a FIFO, a file with a forged header
 opens what it left through `open_left`, reads every reply through `parse_reply` and the outputs
 file's header through `outputs_index` before any tensor; none of them raises on what it reads:
 what is not what it should be is a `BadReply` with a one-line reason.
+
+The dataclasses below are the format's one definition: every process builds its messages as these
+objects and writes them through `to_json`; every reader validates them through the same classes, and
+refuses a key a class does not declare (`message`), so that a misspelled field is an error,
+never a field silently lost.
 """
 
 from __future__ import annotations
@@ -17,23 +22,25 @@ import math
 import os
 import re
 import stat
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, BinaryIO, Literal
+from typing import Annotated, BinaryIO, Literal, TypeVar, dataclass_transform
 
-from pydantic import AfterValidator, NonNegativeInt, TypeAdapter, ValidationError
+from pydantic import AfterValidator, ConfigDict, NonNegativeInt, TypeAdapter, ValidationError
 
-# What a check's process says about its run. "timeout", "crashed" and "memory" are never in a
-# reply: the fork server and the grader decide them from the process's end.
-Status = Literal["ran", "todo", "error", "weights", "forbidden"]
+# What a check's process says about its run, in its reply; how the process ended is the fork server's
+# `Ending`. Neither is a check's status (pass, fail, ...): the grader's verdict decides that from both.
+ReplyStatus = Literal["ran", "todo", "error", "weights", "forbidden"]
 # Why a check ran the learner's functions on the grader's stand-in Transformer: the learner's Transformer ...
 # (grader.learner.drivers.stand_in_transformer)
 StandIn = Literal["does not import", "fails its own check"]
+RecordKind = Literal["locals", "returns", "modules"]  # what a `Record` holds: a named tensor, a return, a submodule's
 Ending = Literal["answered", "timeout", "crashed", "memory"]
 REPLY_FILE, OUTPUTS_FILE = "reply.json", "outputs.safetensors"
 READY = "ready"  # the worker's first line: torch is imported, so a check's time starts with its request
 MAX_REPLY_BYTES = 8 * 2**20  # of the reply, and of the outputs file's header
 MAX_TEXT = 2000  # characters of one message from the learner's side
+T = TypeVar("T")
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
@@ -44,6 +51,20 @@ def clean_text(text: str, limit: int = MAX_TEXT) -> str:
 
 
 Text = Annotated[str, AfterValidator(clean_text)]
+
+
+@dataclass_transform(frozen_default=True)
+def message(cls: type[T]) -> type[T]:
+    """A class of the wire format: a frozen dataclass whose readers refuse a key it does not declare
+    (pydantic's default for a dataclass drops such a key unread)."""
+    cls.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+    return dataclass(frozen=True)(cls)
+
+
+def to_json(adapter: TypeAdapter, value) -> str:
+    """A message as one line of JSON, through its class's own serialiser. Python's encoder writes the
+    text: a lone surrogate in a learner's message is escaped, where pydantic's encoder would raise."""
+    return json.dumps(adapter.dump_python(value, mode="json"))
 
 
 # --- tensor names -------------------------------------------------------------------------------
@@ -72,7 +93,7 @@ def replay_names(path: str) -> tuple[str, str]:
 # --- the request --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@message
 class TargetSpec:
     file: str
     name: str
@@ -81,7 +102,7 @@ class TargetSpec:
     fast_init: bool = True
 
 
-@dataclass(frozen=True)
+@message
 class CaseSpec:
     """One case as the reference cache's meta.json describes it."""
 
@@ -94,13 +115,13 @@ class CaseSpec:
     mistakes: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@message
 class Capture:
     modes: list[str]  # "locals", "modules"
     keep: list[str]  # the modes whose values travel back
 
 
-@dataclass(frozen=True)
+@message
 class Request:
     package: str
     check: str
@@ -118,7 +139,7 @@ class Request:
     device: str = "cpu"  # where the learner's modules, weights and inputs go: cpu, cuda, mps or auto
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return to_json(REQUEST, self)
 
 
 REQUEST = TypeAdapter(Request)
@@ -131,7 +152,7 @@ def parse_request(line: str) -> Request:
 # --- the reply ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@message
 class Place:
     file: Text
     line: int | None = None
@@ -139,7 +160,7 @@ class Place:
     function: Text = ""  # the qualified name of the learner's function there (`Beams.generate`)
 
 
-@dataclass(frozen=True)
+@message
 class WeightFacts:
     missing: list[Text]
     unexpected: list[Text]
@@ -147,18 +168,18 @@ class WeightFacts:
     suggestions: dict[Text, list[Text]]
 
 
-@dataclass(frozen=True)
+@message
 class BadOutput:
     case: Text
     problem: Text
 
 
-@dataclass(frozen=True)
+@message
 class Record:
     """A tensor the learner's code named (`locals`) or returned (`returns`), or a submodule output
     (`modules`), with the line of the learner's code that produced it where known (None for an argument)."""
 
-    kind: Literal["locals", "returns", "modules"]
+    kind: RecordKind
     tag: Text
     name: Text
     shape: list[int]
@@ -167,16 +188,16 @@ class Record:
     line: int | None = None
 
 
-@dataclass(frozen=True)
+@message
 class ParameterShape:
     tag: Text
     name: Text
     shape: list[int]
 
 
-@dataclass(frozen=True)
+@message
 class Reply:
-    status: Status
+    status: ReplyStatus
     outputs: list[Text] = field(default_factory=list)  # the cases completed, in order
     error: Text = ""
     where: Place | None = None  # where an exception came from in the learner's files
@@ -187,6 +208,9 @@ class Reply:
     captures: dict[Text, list[Record]] = field(default_factory=dict)
     parameters: list[ParameterShape] = field(default_factory=list)
     stand_in: StandIn | None = None  # why the check ran on the grader's Transformer, not the learner's
+
+    def to_json(self) -> str:
+        return to_json(REPLY, self)
 
 
 REPLY = TypeAdapter(Reply)
@@ -216,11 +240,15 @@ def parse_reply(raw: bytes, cases: list[CaseSpec]) -> Reply | BadReply:
     return reply
 
 
+UNKNOWN_KEY = ("unexpected_keyword_argument", "extra_forbidden")  # pydantic's words for a key `message` refuses
+
+
 def malformed(what: str, error: ValidationError) -> str:
     """One line naming the first field that is wrong; never the value, which may be anything."""
     first = error.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "the whole"
-    return clean_text(f"{what} is malformed ({where}: {first['msg']})", 300)
+    problem = "a field the wire format does not have" if first["type"] in UNKNOWN_KEY else first["msg"]
+    return clean_text(f"{what} is malformed ({where}: {problem})", 300)
 
 
 class NotRegular(OSError):
@@ -278,7 +306,7 @@ DTYPES = {
 }
 
 
-@dataclass(frozen=True)
+@message
 class TensorEntry:
     """One tensor of an outputs file, as its header describes it."""
 
@@ -334,7 +362,7 @@ def outputs_index(handle: BinaryIO) -> OutputsIndex | BadReply:
     return OutputsIndex(tensors, 8 + length)
 
 
-@dataclass(frozen=True)
+@message
 class WorkerAnswer:
     """What the fork server says about one check's process once it has ended, with the start of what
     its processes printed (lines cleaned by the grader) and how many bytes of it were not kept."""
@@ -343,6 +371,9 @@ class WorkerAnswer:
     reason: Text = ""
     printed: str = ""
     printed_beyond: NonNegativeInt = 0
+
+    def to_json(self) -> str:
+        return to_json(WORKER_ANSWER, self)
 
 
 WORKER_ANSWER = TypeAdapter(WorkerAnswer)

@@ -9,15 +9,15 @@ import torch
 
 from grader.learner.drivers import COUNT_KEYS
 from grader.learner.drivers.replay import replaying
-from grader.learner.drivers.stand_in_transformer import REPLY_KEY, agrees, fault, probe_tokens
 from grader.learner.drivers.stand_in_transformer import Transformer as StandIn
+from grader.learner.drivers.stand_in_transformer import agrees, fault, probe_tokens
 
 MODULES = {"attn": ("attention", "Attention"), "ln": ("normalization", "LayerNorm")}
 
 
 def learner_function(ctx):
     """The learner's interp function named by the check, remembered as the place to point at."""
-    function = ctx.package.attribute(ctx.target["file"], ctx.target["name"])
+    function = ctx.package.attribute(ctx.target.file, ctx.target.name)
     ctx.point_at(function)
     return function
 
@@ -30,9 +30,10 @@ def learner_module(ctx, kind: str):
 def model(ctx):
     """The learner's Transformer loaded with this case's weights; the stand-in, loaded alike, where the learner's
     does not import or fails its own check (decided once per check, on a few tokens)."""
-    if REPLY_KEY not in ctx.reply:
-        ctx.reply[REPLY_KEY] = fault(ctx, lambda cls: agrees_loaded(ctx, cls))
-    if ctx.reply[REPLY_KEY]:
+    if not ctx.stand_in_decided:
+        ctx.update_reply(stand_in=fault(ctx, lambda cls: agrees_loaded(ctx, cls)))
+        ctx.stand_in_decided = True
+    if ctx.reply.stand_in:
         return ctx.module(StandIn)
     return ctx.module(ctx.package.attribute("transformer", "Transformer"))
 

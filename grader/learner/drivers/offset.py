@@ -24,5 +24,5 @@ def with_offset(ctx, args) -> torch.Tensor:
     try:
         inspect.signature(target).bind(first, past_kv_pos_offset)
     except TypeError:  # the signature without the offset: a message, not the traceback of a call
-        raise TypeError(NO_OFFSET.format(target=f"{ctx.target['name']}.{ctx.target['method']}")) from None
+        raise TypeError(NO_OFFSET.format(target=f"{ctx.target.name}.{ctx.target.method}")) from None
     return target(first, past_kv_pos_offset)

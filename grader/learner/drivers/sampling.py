@@ -25,7 +25,7 @@ def plain(arg: torch.Tensor):
 
 def learner_method(ctx, cls_name: str, method: str | None = None):
     """The learner's `cls_name.method` (the check's method by default), remembered as the place to point at."""
-    function = getattr(ctx.package.attribute("sampling", cls_name), method or ctx.target["method"])
+    function = getattr(ctx.package.attribute("sampling", cls_name), method or ctx.target.method)
     ctx.point_at(inspect.unwrap(function))  # past torch.inference_mode
     return function
 
@@ -44,9 +44,7 @@ def draw(ctx, args) -> torch.Tensor:
     for _ in range(int(ctx.tensor("draws"))):
         token = int(method(logits.clone(), *options))
         if not 0 <= token < d_vocab:
-            raise ValueError(
-                f"{ctx.target['method']} returned token {token}, outside the vocabulary (0 to {d_vocab - 1})"
-            )
+            raise ValueError(f"{ctx.target.method} returned token {token}, outside the vocabulary (0 to {d_vocab - 1})")
         counts[token] += 1
     return torch.tensor(counts, dtype=torch.float64)
 

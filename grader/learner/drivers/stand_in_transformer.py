@@ -16,8 +16,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-# Why a check ran on the stand-in, under this key of the reply (wire.Reply.stand_in): the learner's Transformer ...
-REPLY_KEY = "stand_in"
+# Why a check ran on the stand-in (the reply's `stand_in`, a wire.StandIn): the learner's Transformer ...
 DOES_NOT_IMPORT, FAILS = "does not import", "fails its own check"
 RTOL, ATOL = 1e-4, 1e-3  # the transformer check's tolerance
 PROBE_SHAPE = (2, 8)  # the tokens the learner's Transformer is tried on: a batch of two, a few positions

@@ -49,7 +49,7 @@ PARAMETER_NAMES = (  # the tiny Transformer's parameters, named as GPT-2's: make
 
 def learner_function(ctx):
     """The learner's training function named by the check, remembered as the place to point at."""
-    function = ctx.package.attribute(ctx.target["file"], ctx.target["name"])
+    function = ctx.package.attribute(ctx.target.file, ctx.target.name)
     ctx.point_at(function)
     return function
 
@@ -58,7 +58,7 @@ def tiny_transformer(ctx, d_vocab: int) -> nn.Module:
     """The learner's Transformer at the TINY config with this vocabulary, initialised as the learner's
     code does (the learner's process seeds torch before every case); the stand-in, from its own seed, where
     the learner's does not import or fails its own check (tried with probe weights, its own put back)."""
-    from grader.learner.drivers.stand_in_transformer import REPLY_KEY, agrees_on_probe_weights, fault, seeded
+    from grader.learner.drivers.stand_in_transformer import agrees_on_probe_weights, fault, seeded
 
     config = ctx.package.attribute("config", "Config")()
     if not dataclasses.is_dataclass(config):
@@ -70,8 +70,8 @@ def tiny_transformer(ctx, d_vocab: int) -> nn.Module:
         built["own"] = cls(tiny)
         return agrees_on_probe_weights(built["own"], tiny)
 
-    ctx.reply[REPLY_KEY] = fault(ctx, sound)
-    if ctx.reply[REPLY_KEY]:
+    ctx.update_reply(stand_in=fault(ctx, sound))
+    if ctx.reply.stand_in:
         return seeded(tiny)
     return built["own"] if "own" in built else ctx.package.attribute("transformer", "Transformer")(tiny)
 
