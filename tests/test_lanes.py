@@ -14,8 +14,8 @@ from conftest import EXERCISES, SOLUTIONS, write_variant
 from safetensors.numpy import load_file
 
 from grader.checks import registry
-from grader.host import runner
 from grader.host.runner import GPT2_LANE, STAND_IN_LANE, Limits, lanes_for
+from grader.host.runner import lanes as lane_rules
 
 # A variant failing in each lane: attention scaled by d_head (GPT-2's lane), top-k keeping k + 1 (stand-ins).
 VARIANTS = {
@@ -51,20 +51,20 @@ def test_the_stand_in_lane_holds_nothing_of_gpt2s_and_tells_no_expected_output(r
 
 def test_lanes_split_by_what_the_checks_read_and_only_where_forks_and_cores_allow(monkeypatch):
     checks = list(registry())
-    monkeypatch.setattr(runner, "usable_cores", lambda: 2)
+    monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
     lanes = lanes_for(checks, Limits(fork=True))
     assert [c.id for c in lanes[GPT2_LANE]] == [c.id for c in checks if c.reads_gpt2]
     assert [c.id for c in lanes[STAND_IN_LANE]] == [c.id for c in checks if not c.reads_gpt2]
     assert list(lanes_for(checks, Limits(fork=False))) == [GPT2_LANE]  # no forks: one worker, replaced per package
     only_model = [c for c in checks if c.reads_gpt2]
     assert list(lanes_for(only_model, Limits(fork=True))) == [GPT2_LANE]
-    monkeypatch.setattr(runner, "usable_cores", lambda: 1)
+    monkeypatch.setattr(lane_rules, "usable_cores", lambda: 1)
     assert list(lanes_for(checks, Limits(fork=True))) == [GPT2_LANE]
 
 
 def one_lane_and_two(grade_in, monkeypatch) -> tuple[dict, dict]:
     def verdicts(cores: int) -> dict:
-        monkeypatch.setattr(runner, "usable_cores", lambda: cores)
+        monkeypatch.setattr(lane_rules, "usable_cores", lambda: cores)
         return {r.id: (r.status, r.score, r.hint) for r in grade_in().checks}
 
     return verdicts(1), verdicts(2)

@@ -28,6 +28,7 @@ from hypothesis.extra import numpy as hnp
 
 from grader.checks import beam, registry, sampling
 from grader.host.runner import MAX_OUTPUTS_BYTES, Outcome, read_outputs
+from grader.host.runner.replies import outcome_of
 from grader.shared import wire
 from grader.shared.types import Tolerance
 
@@ -467,6 +468,7 @@ def structured_replies(cases: list[str]) -> st.SearchStrategy:
                 ),
                 max_size=2,
             ),
+            "param_count": st.just({}),  # a key the wire format does not have: the whole reply is refused
         },
     )
 
@@ -547,16 +549,8 @@ class Judged:
         self.expected_bytes = sum(value.nbytes for value in self.expected.values())
 
     def outcome(self, scratch: Path, answer: wire.WorkerAnswer) -> Outcome:
-        """What the lane makes of the scratch directory (`runner.Lane._answered`), by the same functions."""
-        if answer.ending != "answered":
-            return Outcome("crashed", error=answer.reason)
-        reply = wire.read_reply(scratch, self.specs)
-        if isinstance(reply, wire.BadReply):
-            return Outcome("crashed", error=reply.reason)
-        outputs = read_outputs(scratch, reply)
-        if isinstance(outputs, str):
-            return Outcome("crashed", reply, error=outputs)
-        return Outcome(reply.status, reply, outputs, 0.5, traced=True)
+        """What the lane makes of the scratch directory, by the same function."""
+        return outcome_of(answer, scratch, self.specs, 0.5, traced=True)
 
     def equals_expected(self, outcome: Outcome) -> bool:
         """Whether every case's output is the expected one, value for value: the only reply that may pass."""

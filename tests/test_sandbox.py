@@ -116,7 +116,7 @@ def test_no_check_starts_as_pass(reference):
 
     check = next(c for c in registry() if c.id == "embed")
     names = [case.name for case in reference.cases("embed")]
-    for outcome in (Outcome("ran", wire.Reply("ran")), Outcome("ran", wire.Reply("ran", outputs=names))):
+    for outcome in (Outcome("answered", wire.Reply("ran")), Outcome("answered", wire.Reply("ran", outputs=names))):
         result = judge(check, outcome, reference)
         assert result.status == "error" and result.score == 0, result
 

@@ -7,13 +7,15 @@ expected tensors, the inputs and the meta of one check), so each test states its
 from __future__ import annotations
 
 from dataclasses import FrozenInstanceError, replace
+from typing import get_args
 
 import numpy as np
 import pytest
 
 from grader.checks import Check, Target
+from grader.host.results import STATUSES
 from grader.host.runner import Outcome
-from grader.host.verdict import Evidence, judge, largest, verdict
+from grader.host.verdict import STATUS_OF_ENDING, Evidence, judge, largest, verdict
 from grader.shared import wire
 from grader.shared.compare import CaseComparison, allclose, causal_mask
 from grader.shared.types import Tolerance
@@ -60,7 +62,7 @@ ONE_CASE = StandInReference([case()], {"small": 2 * X})
 
 
 def ran(outputs: dict, cases: tuple[str, ...] = ("small",), **reply) -> Outcome:
-    return Outcome("ran", wire.Reply("ran", outputs=list(cases), **reply), outputs, seconds=0.12345)
+    return Outcome("answered", wire.Reply("ran", outputs=list(cases), **reply), outputs, seconds=0.12345)
 
 
 def test_a_right_output_passes():
@@ -150,24 +152,29 @@ def test_an_input_modified_in_place_fails_though_the_output_is_right():
 
 
 def test_an_unwritten_target_is_todo():
-    result = judge(CHECK, Outcome("todo", wire.Reply("todo", error="NotImplementedError")), ONE_CASE)
+    result = judge(CHECK, Outcome("answered", wire.Reply("todo", error="NotImplementedError")), ONE_CASE)
     assert (result.status, result.message) == ("todo", "double is not implemented yet")
     assert result.next_step == "implement double (toy.py)"
 
 
 def test_an_exception_is_an_error_at_the_learners_line():
     where = wire.Place("toy.py", 3, "return x * y")
-    outcome = Outcome("error", wire.Reply("error", error="NameError: name 'y' is not defined", where=where))
+    outcome = Outcome("answered", wire.Reply("error", error="NameError: name 'y' is not defined", where=where))
     result = judge(CHECK, outcome, ONE_CASE)
     assert (result.status, result.file, result.line) == ("error", "toy.py", 3)
     assert result.message == "NameError: name 'y' is not defined (toy.py:3: return x * y)"
     assert result.next_step == "fix the exception at toy.py:3"
 
 
-@pytest.mark.parametrize(("ending", "status"), [("timeout", "timeout"), ("crashed", "error")])
+@pytest.mark.parametrize(("ending", "status"), [("timeout", "timeout"), ("crashed", "error"), ("memory", "error")])
 def test_the_processs_end_decides_timeout_and_crash(ending, status):
     result = judge(CHECK, Outcome(ending, error="the check took longer than 60 s"), ONE_CASE)
     assert (result.status, result.message) == (status, "the check took longer than 60 s")
+
+
+def test_every_ending_but_answered_has_its_status_in_the_one_table():
+    assert set(STATUS_OF_ENDING) == set(get_args(wire.Ending)) - {"answered"}
+    assert set(STATUS_OF_ENDING.values()) <= set(STATUSES)
 
 
 def test_a_missing_output_is_the_checks_error():
@@ -179,7 +186,7 @@ def test_weights_that_do_not_fit_are_listed():
     facts = wire.WeightFacts(
         missing=["W_in"], unexpected=[], misshapen={"b": [[3], [4]]}, suggestions={"W_in": ["W_E"]}
     )
-    result = judge(CHECK, Outcome("weights", wire.Reply("weights", weights=facts)), ONE_CASE)
+    result = judge(CHECK, Outcome("answered", wire.Reply("weights", weights=facts)), ONE_CASE)
     assert result.status == "fail"
     assert result.message == (
         "parameter W_in is not in GPT-2's weights (GPT-2 calls it W_E) and would keep its random initial value;"
@@ -227,7 +234,7 @@ def test_the_shapes_are_those_of_the_first_case_whose_comparison_gives_them():
 def test_a_todo_keeps_its_completed_cases_shapes_but_no_difference():
     """No one number stands for cases never compared: the table's max abs diff is the message's or none."""
     reply = wire.Reply("todo", outputs=["small"], error="NotImplementedError")
-    result = judge(CHECK, Outcome("todo", reply, {"small/out": X}), ONE_CASE)
+    result = judge(CHECK, Outcome("answered", reply, {"small/out": X}), ONE_CASE)
     assert (result.status, result.max_abs_diff, result.actual_shape) == ("todo", None, [2, 3])
     assert result.hint is None and result.divergence is None
 
@@ -240,13 +247,13 @@ TWO_CASES = StandInReference([case("a"), case("b")], {"a": 2 * X, "b": 2 * X})
 def test_an_error_after_right_cases_shows_no_difference():
     """A PosEmbed that takes no offset matches on the first cases, then raises: not 0.00e+00 beside ERROR."""
     reply = wire.Reply("error", outputs=["a"], error="TypeError: forward() got an unexpected keyword argument")
-    result = judge(CHECK, Outcome("error", reply, {"a/out": 2 * X}), TWO_CASES)
+    result = judge(CHECK, Outcome("answered", reply, {"a/out": 2 * X}), TWO_CASES)
     assert (result.status, result.max_abs_diff) == ("error", None)
 
 
 def test_a_bad_output_after_right_cases_shows_no_difference():
     reply = wire.Reply("ran", outputs=["a"], bad_output=wire.BadOutput("b", "returned None: is its `return` missing?"))
-    result = judge(CHECK, Outcome("ran", reply, {"a/out": 2 * X}), TWO_CASES)
+    result = judge(CHECK, Outcome("answered", reply, {"a/out": 2 * X}), TWO_CASES)
     assert (result.status, result.max_abs_diff) == ("fail", None)
     assert result.message == "double returned None: is its `return` missing? (on b)"
 

@@ -6,9 +6,11 @@ Heavy modules (torch, rich) are imported only once a command needs them, so `gra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
+from grader.host.refcache import Pause
 from grader.host.render import RENDERERS
 from grader.host.runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
 from grader.shared.paths import REPO_ROOT, default_exercises
@@ -135,10 +137,9 @@ def grade(checks, package: Path, args) -> int:
         sandbox=not args.no_sandbox,
         device=args.device,
     )
-    with LearnerProcesses(limits) as processes:
-        processes.start()  # torch is imported while the reference is read; a build stops it, to spare memory
+    with LearnerProcesses(limits) as processes:  # its worker imports torch while the reference is read
         try:
-            reference = prepare_reference(args, errors, building=processes.stop)
+            reference = prepare_reference(args, errors, processes.paused)
         except ReferenceUnavailable as error:
             print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
             return 2
@@ -155,9 +156,8 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
 
     def rebuilt(tampered, error: ReferenceTampered):  # never judged from: rebuilt, and graded again
         print(f"grade: the reference cache did not verify ({error}); rebuilding it", file=sys.stderr)
-        processes.stop()  # workers whose forks hold the old entry's files open
-        discard(tampered)
-        return prepare_reference(args, errors, building=processes.stop)
+        discard(tampered)  # no worker holds its files: a fork's close with it, and an unforked worker is replaced
+        return prepare_reference(args, errors, processes.paused)
 
     try:
         if args.watch:
@@ -200,35 +200,28 @@ def download() -> int:
     return 0
 
 
-def prepare_reference(args, errors, building=lambda: None):
+def prepare_reference(args, errors, pause: Pause = contextlib.nullcontext):
     """The reference cache entry, with a progress bar while it is built (the first run only); outside
     a terminal (CI logs, `| tee`) plain lines instead, each step once, as a bar redrawn there is noise.
-    `building` is called before each progress message: there is work beyond reading the cache."""
+    A build runs inside `pause()` (`LearnerProcesses.paused`: no worker beside the builder)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grader.host.refcache import ensure_reference
 
     if not errors.is_terminal:
-        plain = plain_progress()
-
-        def said(message: str, fraction: float | None = None) -> None:
-            building()
-            plain(message, fraction)
-
-        return ensure_reference(args.reference, said, seed=args.seed)
+        return ensure_reference(args.reference, plain_progress(), seed=args.seed, pause=pause)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=errors, transient=True
     ) as bar:
         task = bar.add_task("checking the reference cache", total=1.0)
 
         def progress(message: str, fraction: float | None = None) -> None:
-            building()
             if fraction is None:
                 bar.console.print(message)
             else:
                 bar.update(task, description=message, completed=fraction)
 
-        return ensure_reference(args.reference, progress, seed=args.seed)
+        return ensure_reference(args.reference, progress, seed=args.seed, pause=pause)
 
 
 def plain_progress():

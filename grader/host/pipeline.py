@@ -37,7 +37,7 @@ def grade_package(
     limits: Limits | None = None,
     processes: LearnerProcesses | None = None,
 ) -> Report:
-    """Grade one package; pass `processes` to share the learner's worker across many packages.
+    """Grade one package; pass `processes` to grade on their workers, kept warm between gradings (`grade --watch`).
 
     The reference entry is sealed before any learner code runs and verified before judging.
     """

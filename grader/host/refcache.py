@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -265,6 +266,8 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 # --- building -----------------------------------------------------------------------------------
 
 Progress = Callable[..., None]  # (message, fraction done or None)
+# Entered around a build: the learner's workers paused (`LearnerProcesses.paused`), their memory left to the builder.
+Pause = Callable[[], AbstractContextManager]
 
 
 def build_entry(root: Path, kind: str, seed: int, offline: bool, progress: Progress) -> ReferenceData:
@@ -324,52 +327,54 @@ def _run_builder(command: list[str], progress: Progress) -> str:
     return last_other if process.returncode else ""
 
 
-def ensure_reference(requested: str, progress: Progress, root: Path | None = None, seed: int = 0) -> ReferenceData:
-    """A ready cache entry for `requested` ("gpt2", "random" or "auto"), building it if needed.
+def ensure_reference(
+    requested: str, progress: Progress, root: Path | None = None, seed: int = 0, pause: Pause = contextlib.nullcontext
+) -> ReferenceData:
+    """A ready cache entry for `requested` ("gpt2", "random" or "auto"), building it if needed (inside `pause()`).
 
     When the cache directory cannot be written, the entry is built in a temporary directory that
     lasts as long as the returned object: slower next time, but this run is graded.
     """
     root = root or cache_root()
     try:
-        return _ensure(requested, progress, root, seed)
+        return _ensure(requested, progress, root, seed, pause)
     except OSError as error:
         scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-cache-")
         progress(
             f"cannot write the reference cache at {root} ({error.strerror or error}); using a temporary "
             "one for this run"
         )
-        data = _ensure(requested, progress, Path(scratch.name), seed)
+        data = _ensure(requested, progress, Path(scratch.name), seed, pause)
         return data.with_fallback(data.fallback_reason, owner=scratch)
 
 
-def _ensure(requested: str, progress: Progress, root: Path, seed: int) -> ReferenceData:
+def _ensure(requested: str, progress: Progress, root: Path, seed: int, pause: Pause) -> ReferenceData:
     if requested == "random":
-        return _cached_or_built(root, "random", seed, True, progress)
+        return _cached_or_built(root, "random", seed, True, progress, pause)
     cached = gpt2_in_hf_cache()
     if requested == "gpt2":
-        return _cached_or_built(root, "gpt2", seed, cached, progress, build=cached or hub_reachable())
-    return _auto(progress, root, seed, cached)
+        return _cached_or_built(root, "gpt2", seed, cached, progress, pause, build=cached or hub_reachable())
+    return _auto(progress, root, seed, cached, pause)
 
 
-def _auto(progress: Progress, root: Path, seed: int, cached: bool) -> ReferenceData:
+def _auto(progress: Progress, root: Path, seed: int, cached: bool, pause: Pause) -> ReferenceData:
     """`--reference auto`: GPT-2 where its entry or its weights are already here, else the random reference.
     The network is asked only when neither reference was ever prepared; after that, `grade --download` is
     the way to GPT-2 (the random reference's notice says so)."""
     if cached or entry_dir(root, "gpt2", seed).exists():
         with contextlib.suppress(ReferenceUnavailable):  # an entry damaged past repair without the weights
-            return _cached_or_built(root, "gpt2", seed, cached, progress, build=cached)
+            return _cached_or_built(root, "gpt2", seed, cached, progress, pause, build=cached)
     reason = NOT_CACHED
     if not entry_dir(root, "random", seed).exists() and hub_reachable():
         try:
-            return _cached_or_built(root, "gpt2", seed, False, progress)
+            return _cached_or_built(root, "gpt2", seed, False, progress, pause)
         except ReferenceUnavailable as error:
             reason = str(error)
-    return _cached_or_built(root, "random", seed, True, progress).with_fallback(reason)
+    return _cached_or_built(root, "random", seed, True, progress, pause).with_fallback(reason)
 
 
 def _cached_or_built(
-    root: Path, kind: str, seed: int, offline: bool, progress: Progress, build: bool = True
+    root: Path, kind: str, seed: int, offline: bool, progress: Progress, pause: Pause, build: bool = True
 ) -> ReferenceData:
     directory = entry_dir(root, kind, seed)
     if directory.exists():
@@ -380,4 +385,5 @@ def _cached_or_built(
             shutil.rmtree(directory, ignore_errors=True)
     if not build:
         raise ReferenceUnavailable(UNREACHABLE.format(hub=hf_hub_cache()))
-    return build_entry(root, kind, seed, offline, progress)
+    with pause():
+        return build_entry(root, kind, seed, offline, progress)

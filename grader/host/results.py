@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from typing import Literal, get_args
 
-STATUSES = ("pass", "fail", "todo", "error", "timeout")
+# A check's status: the one vocabulary of every report, decided by `grader.host.verdict` alone.
+CheckStatus = Literal["pass", "fail", "todo", "error", "timeout"]
+STATUSES: tuple[CheckStatus, ...] = get_args(CheckStatus)
 REFERENCE_NAMES = {"gpt2": "GPT-2", "random": "the random reference"}  # by Report.reference, as messages say
 
 
@@ -19,7 +22,7 @@ class CheckResult:
     id: str
     part: str
     summary: str
-    status: str
+    status: CheckStatus
     max_score: int
     message: str = ""
     max_abs_diff: float | None = None

@@ -13,10 +13,14 @@ from grader.checks import Check
 from grader.host.diagnose import Candidate, expected_shape, first_divergence, matching_mistake
 from grader.host.figures import attention_patterns, difference, logit_lens_tops
 from grader.host.refcache import ReferenceData
-from grader.host.results import CheckResult, reference_name
+from grader.host.results import CheckResult, CheckStatus, reference_name
 from grader.host.runner import Outcome
 from grader.shared import wire
 from grader.shared.compare import CaseComparison, allclose, modified_in_place
+
+# The one table from how a check's process ended to the check's status, for every ending but `answered`, whose
+# status its reply and outputs decide. A reply or outputs file that cannot be read is a crash (`Outcome`).
+STATUS_OF_ENDING: dict[wire.Ending, CheckStatus] = {"timeout": "timeout", "crashed": "error", "memory": "error"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class Diagnosis:
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str
+    status: CheckStatus
     message: str
     compared: Compared = Compared()  # nothing compared: the learner's process ended before answering
     diagnosis: Diagnosis = Diagnosis()
@@ -148,11 +152,11 @@ def verdict(evidence: Evidence, where: wire.Place | None) -> Verdict:
     """The status and message, in the order the outcomes rule each other out: only a check whose
     every case was compared and right may pass."""
     check, outcome, reply = evidence.check, evidence.outcome, evidence.reply
-    if outcome.status in ("timeout", "crashed"):
-        return Verdict("timeout" if outcome.status == "timeout" else "error", outcome.message)
-    if outcome.status == "forbidden":
+    if outcome.ending != "answered":
+        return Verdict(STATUS_OF_ENDING[outcome.ending], outcome.message)
+    if reply.status == "forbidden":
         return Verdict("fail", reply.error + at(where))
-    if outcome.status == "weights" and reply.weights:
+    if reply.status == "weights" and reply.weights:
         return Verdict("fail", weights_message(reply.weights, evidence.reference_name))
     unanswered = [name for name in reply.outputs if wire.OUTPUT.format(case=name) not in outcome.outputs]
     if unanswered:
@@ -160,19 +164,19 @@ def verdict(evidence: Evidence, where: wire.Place | None) -> Verdict:
     compared = compare_cases(evidence)
     failure = compared.failure
     unfinished = replace(compared, max_abs_diff=None)  # cases left uncompared: no one difference stands for them
-    if outcome.status == "todo":
+    if reply.status == "todo":
         message = f"{unwritten(check, where)} is not implemented yet" + at(where, code=False)
         return Verdict("todo", message, unfinished)
     if failure:
         diagnosis = diagnose(evidence, failure.case) if failure.output_wrong else Diagnosis()
         return Verdict("fail", failure.message, compared, diagnosis)
-    if outcome.status == "error":
+    if reply.status == "error":
         return Verdict("error", reply.error + at(where) + raised_on(evidence), unfinished)
     if reply.bad_output:
         return Verdict(
             "fail", f"{check.target.label} {reply.bad_output.problem} (on {reply.bad_output.case})", unfinished
         )
-    if outcome.status != "ran" or len(reply.outputs) != len(evidence.cases):
+    if reply.status != "ran" or len(reply.outputs) != len(evidence.cases):
         return Verdict("error", "the check's process did not complete every case", unfinished)
     return Verdict("pass", "", compared, notes=tuple(notes(evidence)))
 

@@ -147,7 +147,7 @@ class Watch:
         try:
             report = grade_package(self.package, checks, self.reference, processes=self.processes)
         except ReferenceTampered as error:
-            self.reference = self.rebuild(self.reference, error)  # the workers stopped, the entry built again
+            self.reference = self.rebuild(self.reference, error)  # the entry built again, the workers paused meanwhile
             report = grade_package(self.package, checks, self.reference, processes=self.processes)
         self.latest.update((result.id, result) for result in report.checks)
         return report

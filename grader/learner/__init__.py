@@ -1,6 +1,6 @@
 """The learner's process: runs the learner's code and sends back nothing but tensors and facts.
 
-Started by `runner.Worker` as `python -m grader.learner`. It says `wire.READY` once torch is
+Started by `grader.host.runner.worker.Worker` as `python -m grader.learner`. It says `wire.READY` once torch is
 imported, then reads one `wire.Request` per line on stdin and, once the check's process has
 ended, answers with one `wire.WorkerAnswer` line on its stdout (all else printed goes to stderr).
 The check's process writes its reply and its outputs into the check's scratch directory, where

@@ -1,0 +1,118 @@
+"""A lane: one worker process and the checks it runs, one at a time; and which checks go to which lane."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from grader.checks import Check
+from grader.host.refcache import ReferenceData
+from grader.host.runner.replies import Outcome, outcome_of
+from grader.host.runner.request import Limits, request_for
+from grader.host.runner.scratch import scratch_filesystem
+from grader.host.runner.worker import Worker, WorkerGone
+from grader.shared import wire
+
+GRACE = 30.0  # a fork server answers for a hung check itself; this is for a hung fork server
+GPT2_LANE, STAND_IN_LANE = "gpt2", "stand-ins"
+
+
+class Lane:
+    """One worker process and the checks it runs, one at a time; the worker is replaced when it dies or
+    hangs. Where checks run in forks (Linux), the worker never imports the learner's package and serves
+    every grading of its `LearnerProcesses` (`grade --watch`'s regrades), paying for torch's import once."""
+
+    def __init__(self, name: str, limits: Limits, scratch: Path, log):
+        self.name, self.limits, self.scratch, self.log = name, limits, scratch, log
+        self.worker: Worker | None = None
+        self.ready = False  # the worker has said wire.READY
+        self.cancelled = False  # no more checks: the grading was interrupted
+        self.requests = 0
+
+    def start(self) -> None:
+        """Start the worker now (it imports torch), so that it is ready by the first check."""
+        if self.worker is None:
+            self.worker, self.ready = Worker(self.log), False
+
+    def run(self, package: Path, checks: list[Check], reference: ReferenceData) -> dict[str, Outcome]:
+        """Every check's outcome, in order."""
+        outcomes = {}
+        for check in checks:
+            if self.cancelled:  # Ctrl-C in the grader's main thread: this lane's thread ends too
+                raise WorkerGone()
+            outcomes[check.id] = self._run_one(package, check, reference)
+        if not self.limits.fork:  # without forks the learner's modules stay imported in the worker: a fresh
+            self.close()  # one for the next package, importing torch while this one's verdicts are judged
+            self.start()
+        return outcomes
+
+    def _ready_worker(self) -> Worker:
+        """The worker, started and done importing torch, whose time is no check's."""
+        if self.cancelled:
+            raise WorkerGone()
+        self.start()
+        assert self.worker is not None
+        if not self.ready:
+            self.worker.wait_ready()
+            self.ready = True
+        return self.worker
+
+    def _run_one(self, package: Path, check: Check, reference: ReferenceData) -> Outcome:
+        self.requests += 1
+        scratch = self.scratch / f"check-{self.name}-{self.requests}"
+        scratch.mkdir(mode=0o700)
+        request = request_for(package, check, reference, scratch, self.limits)
+        try:
+            with scratch_filesystem(scratch):
+                answer, seconds = self._ask(request)
+                return outcome_of(answer, scratch, request.cases, seconds, self.limits.trace)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _ask(self, request: wire.Request) -> tuple[wire.WorkerAnswer, float]:
+        """The fork server's answer, or the grader's own where the worker did not start, hung or died; and the
+        check's seconds (a check that timed out took all of its time)."""
+        try:
+            worker = self._ready_worker()
+        except (TimeoutError, WorkerGone):
+            reason = self.worker.exit_reason() if self.worker and self.worker.ended() else "it hung"
+            self.close()
+            return wire.WorkerAnswer("crashed", f"the learner's process did not start: {reason}"), 0.0
+        started = time.monotonic()
+        try:
+            answer = worker.ask(request, answer_limit(request))
+        except TimeoutError:
+            self.close()
+            answer = wire.WorkerAnswer("timeout", f"no answer within {request.timeout:g} s (an infinite loop?)")
+        except WorkerGone:
+            answer = wire.WorkerAnswer("crashed", worker.exit_reason())
+            self.close()
+        return answer, request.timeout if answer.ending == "timeout" else time.monotonic() - started
+
+    def close(self) -> None:
+        if self.worker:
+            self.worker.close()
+            self.worker = None
+
+
+def answer_limit(request: wire.Request) -> float:
+    """How long the grader waits: a fork server times its checks itself, and gets GRACE more;
+    a check that runs in the worker has only its own timeout, then the worker is killed."""
+    return request.timeout + GRACE if request.fork else request.timeout
+
+
+def lanes_for(checks: list[Check], limits: Limits) -> dict[str, list[Check]]:
+    """The checks of each lane, in order. Checks that read none of GPT-2's weights or activations
+    (`Check.reads_gpt2`) run in a lane of their own, at the same time as the others, where checks
+    run in forks and two cores are free: what such a check holds can tell no other check its
+    expected outputs, and no other check's inputs can tell it its own. Else one lane."""
+    stand_ins = [check for check in checks if not check.reads_gpt2]
+    if not (limits.fork and stand_ins and len(stand_ins) < len(checks) and usable_cores() >= 2):
+        return {GPT2_LANE: checks}
+    return {GPT2_LANE: [check for check in checks if check.reads_gpt2], STAND_IN_LANE: stand_ins}
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

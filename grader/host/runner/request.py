@@ -1,0 +1,69 @@
+"""What a check is sent: the limits it runs under, and the request the learner's process gets for it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from grader.checks import Check
+from grader.host.refcache import ReferenceData
+from grader.shared import sandbox, wire
+
+FORK_SWITCH = "GPT2_GRADER_FORK"  # 0: run checks without forks on Linux too, as on macOS and Windows
+DEFAULT_TIMEOUT = 60.0  # seconds per check; the whole model's check takes a few on a laptop
+DEFAULT_MEMORY_LIMIT_GB = 6.0  # memory a check's processes may add; the whole model needs about 1.5
+DEVICES = ("cpu", "cuda", "mps", "auto")
+
+
+def forks_here() -> bool:
+    """Whether checks run in forks of the worker: on Linux, where fork after importing torch is
+    well-trodden (DataLoader), unless GPT2_GRADER_FORK=0. The only place that reads the switch."""
+    return sys.platform == "linux" and os.environ.get(FORK_SWITCH) != "0"
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = DEFAULT_TIMEOUT  # seconds per check
+    memory_gb: float = DEFAULT_MEMORY_LIMIT_GB  # 0: no limit
+    fast_init: bool = True  # skip the random initialisation the reference weights overwrite
+    trace: bool = False  # record every tensor the learner's code names, for `grade --trace`
+    sandbox: bool = True  # confine each check where the machine allows it (`sandbox.status`)
+    fork: bool | None = None  # each check in a fork of the worker; None: as `forks_here` decides
+    device: str = "cpu"  # one of DEVICES; auto: what the learner's torch finds (cuda, mps, else cpu)
+
+    def settled(self) -> Limits:
+        """These limits with the fork decision made, once, in the grader's process."""
+        return self if self.fork is not None else replace(self, fork=forks_here())
+
+
+def request_for(package: Path, check: Check, reference: ReferenceData, scratch: Path, limits: Limits) -> wire.Request:
+    target = check.target
+    return wire.Request(
+        package=str(package),
+        check=check.id,
+        target=wire.TargetSpec(target.file, target.name, target.method, target.driver, limits.fast_init),
+        cases=reference.cases(check.id),
+        weights=str(reference.weights_path),
+        inputs=str(reference.inputs_path(check.id)),
+        scratch=str(scratch),
+        timeout=check_timeout(check, limits),
+        memory_bytes=int(limits.memory_gb * 2**30),
+        watch_inputs=check.watch_inputs,
+        capture=capture_request(check, limits.trace),
+        sandbox=limits.sandbox and bool(limits.fork) and sandbox.status().on,
+        fork=bool(limits.fork),
+        device=limits.device,
+    )
+
+
+def check_timeout(check: Check, limits: Limits) -> float:
+    return max(limits.timeout, check.min_timeout or 0.0)
+
+
+def capture_request(check: Check, trace: bool) -> wire.Capture | None:
+    """What the learner's process records: the check's own needs for diagnosis, plus every named
+    tensor under --trace. Values travel back only when a diagnosis compares them."""
+    modes = set(check.capture) | ({"locals"} if trace else set())
+    return wire.Capture(sorted(modes), list(check.capture)) if modes else None

@@ -1,0 +1,41 @@
+"""A check's scratch directory: the only place its process may write, on a tmpfs of its own where the grader
+can mount one."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from pathlib import Path
+
+SCRATCH_BYTES = 2**30  # a check's scratch where it is a tmpfs: four times what the grader reads of its outputs
+MS_NOSUID, MS_NODEV, MNT_DETACH = 2, 4, 2
+
+
+@contextlib.contextmanager
+def scratch_filesystem(scratch: Path):
+    """As root on Linux, a tmpfs of SCRATCH_BYTES mounted on the check's scratch directory while the check
+    runs and its answer is read: what the check writes there takes no disk, and its pages are charged to
+    the check's memory group. Elsewhere (an ordinary user, macOS, Windows) the directory as it is: only
+    each file is capped (`learner.server.CHECK_FILE_BYTES`)."""
+    mounted = _mount_tmpfs(scratch)
+    try:
+        yield
+    finally:
+        if mounted:
+            _libc().umount2(bytes(scratch), MNT_DETACH)  # the rmtree after it then removes the empty directory
+
+
+def _mount_tmpfs(scratch: Path) -> bool:
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return False
+    options = f"size={SCRATCH_BYTES},mode=0700".encode()
+    return _libc().mount(b"tmpfs", bytes(scratch), b"tmpfs", MS_NOSUID | MS_NODEV, options) == 0
+
+
+@functools.cache
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)

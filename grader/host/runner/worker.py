@@ -1,0 +1,103 @@
+"""The learner's process (`python -m grader.learner`) from the grader's side: started, sent one request a line,
+read one answer a line, stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+from grader.shared import wire
+from grader.shared.paths import REPO_ROOT
+
+STARTUP_LIMIT = 300.0  # seconds for a worker to import torch: a cold start on a slow laptop or Colab
+# What learner code must not read from its environment: the CI job's files (outputs, summaries)
+# and anything that looks like a credential.
+SECRET = re.compile(r"^(GITHUB_|ACTIONS_|RUNNER_)|TOKEN|SECRET|PASSWORD|CREDENTIAL|_KEY$", re.IGNORECASE)
+
+
+def learner_environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if not SECRET.search(key)}
+
+
+class WorkerGone(Exception):
+    pass
+
+
+class Worker:
+    """The learner's process. It answers on its stdout (it sends what else is printed there to the
+    log); a thread reads the answers, so waiting for one with a limit works on every platform
+    (select takes no pipes on Windows)."""
+
+    def __init__(self, log):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "grader.learner"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            cwd=REPO_ROOT,
+            text=True,
+            env=learner_environment(),
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read_answers, daemon=True).start()
+
+    def _read_answers(self) -> None:
+        assert self.process.stdout is not None
+        line = "-"
+        while line:
+            try:
+                line = self.process.stdout.readline(wire.MAX_REPLY_BYTES)
+            except (OSError, ValueError):  # closed by `close`
+                line = ""
+            self.lines.put(line)  # "" at the end: the worker is gone
+
+    def next_line(self, timeout: float) -> str:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError() from None
+        if not line:
+            raise WorkerGone()
+        return line
+
+    def wait_ready(self, timeout: float = STARTUP_LIMIT) -> None:
+        """Wait until the worker has imported torch, so that a check's time is the check's own."""
+        if self.next_line(timeout).strip() != wire.READY:
+            raise WorkerGone()
+
+    def ask(self, request: wire.Request, timeout: float) -> wire.WorkerAnswer:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(request.to_json() + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):  # Windows says EINVAL for a pipe whose reader is gone
+            raise WorkerGone() from None
+        line = self.next_line(timeout)
+        try:
+            return wire.WORKER_ANSWER.validate_json(line)
+        except ValueError:
+            return wire.WorkerAnswer("crashed", "the learner's process answered something unreadable")
+
+    def ended(self) -> bool:
+        return self.process.poll() is not None
+
+    def exit_reason(self) -> str:
+        code = self.process.wait(timeout=5)
+        if code < 0:
+            return f"the learner's process was killed by {signal.Signals(-code).name}"
+        return f"the learner's process exited with code {code}"
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):  # BrokenPipeError among them
+                if stream:
+                    stream.close()
