@@ -22,7 +22,7 @@ from test_hostile import attention_body_prefix
 
 from grader.checks import select
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (README: Isolation)")
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (docs/isolation.md)")
 CHECKS = ("attention", "transformer")  # the classmate's grading outlasts the hostile's first check
 GRADED = select(CHECKS)  # attention.causal_mask too
 FULL_SCORE = sum(check.points for check in GRADED)

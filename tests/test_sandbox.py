@@ -1,4 +1,4 @@
-"""The sandbox: hostile packages, written here, against every promise of the README's "Isolation".
+"""The sandbox: hostile packages, written here, against every promise of docs/isolation.md.
 
 Each hostile statement is put at the start of a correct solution's Attention.forward: where it
 is stopped the check loses its points, and where it is not (the controls, without the sandbox)
@@ -26,7 +26,7 @@ from test_workflows import github_outputs
 from grader.checks import registry, select
 from grader.shared import sandbox, wire
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (README: Isolation)")
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (docs/isolation.md)")
 DAEMON_NAME = b"gpt2-daemon"
 
 
@@ -303,7 +303,7 @@ def test_a_poisoned_cache_is_never_judged_from(reference, tmp_path):
 
 
 def test_the_grader_cannot_be_edited(grade, tmp_path):
-    target = REPO / "grader" / "render" / "json.py"
+    target = REPO / "grader" / "host" / "render" / "json.py"
     before = target.read_bytes()
     result = by_id(grade(attention_variant(tmp_path, f"open({str(target)!r}, 'a').write('# pwned')"), "attention"))[
         "attention"

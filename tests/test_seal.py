@@ -22,7 +22,7 @@ from grader.checks import registry
 from grader.host.refcache import VERIFIED_FILE, parts_read, read_entry
 from grader.shared import sandbox, wire
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (README: Isolation)")
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (docs/isolation.md)")
 N_MINUS_1 = {"normalization.py": [("unbiased=False", "unbiased=True")]}
 LAYERNORM = [check for check in registry() if check.id == "layernorm"]
 TAMPERED = "expected.safetensors is not what the reference builder wrote"

@@ -26,7 +26,7 @@ from test_sandbox import FIND_NO_SEGMENT, LEAVE_A_SEGMENT, attention_variant, no
 
 from grader.shared import sandbox
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (README: Isolation)")
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (docs/isolation.md)")
 
 UNPRIVILEGED_USER = 65533  # no one's: not nobody, whom the grader itself becomes as root
 KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING = -3, -4

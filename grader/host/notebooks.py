@@ -132,7 +132,7 @@ def part_notebook(number: int, part: str, checks: list, solutions: Path, source:
     from grader.host.stubs import strip_solutions
 
     introduction = (
-        (importlib.import_module(f"{__package__}.checks.{part}").__doc__ or "").strip().split("\n\n")[0]
+        (importlib.import_module(f"grader.checks.{part}").__doc__ or "").strip().split("\n\n")[0]
     )  # the rest is for the grader's authors
     cells = [
         nbformat.v4.new_markdown_cell(f"# GPT-2 from scratch, part {number}: {part}\n\n{introduction}\n\n{HOW_TO}"),
