@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, SOLUTIONS, by_id
 from rich.console import Console
 
 from grader.host.cli import chosen_renderers, parser
@@ -154,3 +154,15 @@ def test_the_max_abs_diff_cell_is_empty_where_nothing_was_compared_in_every_tabl
     assert [row[4] for row in rows] == ["2.50e-07", "", ""]
     cells = re.findall(r"<tr><td>[^<]*</td><td[^>]*>[A-Z]+</td><td>[^<]*</td><td>([^<]*)</td>", html.render(STOPPED))
     assert cells == ["2.50e-07", "", "", ""]
+
+
+def test_the_trainers_loss_curve_is_a_picture_in_the_page(grade):
+    """The trainer's figure is its output's per-step losses (the output: held-out loss, seconds, then each step's
+    loss) with the held-out loss and the bar beside them; the page draws it."""
+    report = grade(SOLUTIONS, "training.trainer")
+    trainer = by_id(report)["training.trainer"]
+    curve = trainer.figures["loss_curve"]
+    assert len(curve["losses"]) == 150 and all(loss > 0 for loss in curve["losses"])
+    held_out, bar = curve["levels"]["your held-out loss"], curve["levels"]["to beat (unigram frequencies)"]
+    assert held_out < bar and f"held-out loss {held_out:.3f} (to beat: {bar:.3f}" in " ".join(trainer.notes)
+    assert 'alt="training loss curve"' in html.render(report)

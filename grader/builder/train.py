@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from grader.shared.commands import tool_parser
+from grader.shared.plots import loss_curve
 
 D_VOCAB, POSN, BATCH = 2048, 64, 16
 SHAPE = {"d_model": 64, "n_heads": 4, "d_head": 16, "d_mlp": 256, "n_layers": 2, "n_ctx": POSN}
@@ -36,14 +37,7 @@ def learner_package(path: Path):
 
 
 def plot(losses: list[float], path: Path) -> None:
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(6, 3.5), dpi=100)
-    axes = figure.subplots()
-    axes.plot(range(1, len(losses) + 1), losses)
-    axes.set(xlabel="step", ylabel="training loss (nats)", title="your Trainer on the standard library's docs")
-    figure.tight_layout()
-    figure.savefig(path, format="png")
+    loss_curve(losses, "your Trainer on the standard library's docs").savefig(path, format="png")
 
 
 def sample(model, prompt, n_tokens: int):

@@ -1,6 +1,6 @@
 """What the HTML report draws, as plain lists of numbers and strings taken from what a check
-already recorded: attention patterns on the prompt, where a failing output differs, and the
-logit lens's top tokens. Renderers turn these into pictures; nothing here draws."""
+already recorded: attention patterns on the prompt, where a failing output differs, the
+logit lens's top tokens, and the trainer's loss curve. Renderers turn these into pictures; nothing here draws."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 from grader.shared import wire
 
 LOGIT_LENS = "interp.logit_lens"
+TRAINER = "training.trainer"
 MAX_FEATURES = 1024  # columns of a difference heatmap; wider outputs (logits) show their first ones
 
 
@@ -51,3 +52,17 @@ def difference(evidence, case: str) -> dict:
         return {}
     diff = np.abs(output[0] - expected[0])[:, :MAX_FEATURES]
     return {"difference": {"case": case, "values": diff.tolist(), "features": int(expected.shape[-1])}}
+
+
+def loss_curve(evidence) -> dict:
+    """The learner's Trainer's loss at each step, its held-out loss and the bar it had to beat; the trainer's
+    output is [held-out loss, seconds, loss of each step], its expected [the bar, an untrained model's loss]."""
+    if evidence.check.id != TRAINER:
+        return {}
+    case = next(iter(evidence.cases))
+    output, expected = evidence.outcome.outputs.get(wire.OUTPUT.format(case=case)), evidence.expected[case]
+    drawable = output is not None and output.ndim == 1 and len(output) > 2 and np.issubdtype(output.dtype, np.floating)
+    if not drawable or not np.isfinite(output).all():
+        return {}
+    levels = {"your held-out loss": float(output[0]), "to beat (unigram frequencies)": float(expected[0])}
+    return {"loss_curve": {"losses": output[2:].tolist(), "levels": levels}}

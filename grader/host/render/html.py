@@ -1,7 +1,7 @@
 """The report as one self-contained HTML page: the results table and, where a check recorded them
 (`CheckResult.figures`), attention patterns beside GPT-2's, a heatmap of where a failing output
-differs, and the logit lens's top tokens. Images are PNGs drawn by matplotlib and embedded as data
-URIs, so the page needs no network and no script."""
+differs, the logit lens's top tokens and the trainer's loss curve. Images are PNGs drawn by
+matplotlib and embedded as data URIs, so the page needs no network and no script."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from grader.host.render.text import fallback_banner
 from grader.host.results import CheckResult, Report, reference_name
+from grader.shared import plots
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -101,7 +102,17 @@ def lens_section(data: dict, reference: str) -> str:
     return f'{title}{note}<table class="lens"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
 
 
-SECTIONS = {"attention": attention_section, "difference": difference_section, "logit_lens": lens_section}
+def curve_section(data: dict, reference: str) -> str:
+    figure = plots.loss_curve(data["losses"], "your Trainer on the standard library's docs", data["levels"])
+    return f"<h3>training loss, step by step</h3>{image(figure, 'training loss curve')}"
+
+
+SECTIONS = {
+    "attention": attention_section,
+    "difference": difference_section,
+    "logit_lens": lens_section,
+    "loss_curve": curve_section,
+}
 
 
 def results_table(report: Report) -> str:
