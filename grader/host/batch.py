@@ -304,25 +304,36 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def grading_options_problem(submitted: Path, args: argparse.Namespace) -> str | None:
+    """What is wrong with the options batch and the notebooks' grades share (add_grading_options), in a line."""
+    from grader.checks import UnknownCheck, select
+
+    if not submitted.is_dir():
+        return f"{submitted} is not a directory"
+    if not args.csv.parent.is_dir():
+        return f"cannot write {args.csv}: {args.csv.parent} is not a directory"
+    if args.jobs < 1:
+        return "--jobs must be at least 1"
+    try:
+        select(args.checks)
+    except UnknownCheck as error:
+        return str(error)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from grader.checks import UnknownCheck, select
+    from grader.checks import select
     from grader.host.refcache import ReferenceUnavailable, ensure_reference
 
     def usage(message: str) -> int:
         print(f"batch: {message}", file=sys.stderr)
         return 2
 
-    if not args.submissions.is_dir():
-        return usage(f"{args.submissions} is not a directory")
-    if not args.csv.parent.is_dir():
-        return usage(f"cannot write {args.csv}: {args.csv.parent} is not a directory")
-    if args.jobs < 1:
-        return usage("--jobs must be at least 1")
-    try:
-        checks = select(args.checks)
-    except UnknownCheck as error:
-        return usage(str(error))
+    problem = grading_options_problem(args.submissions, args)
+    if problem:
+        return usage(problem)
+    checks = select(args.checks)
     from grader.shared.sandbox import status
 
     if args.require_sandbox and not status().on:

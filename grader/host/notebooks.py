@@ -503,8 +503,8 @@ def write_packages(learners: list[Path], assignment: str, scratch: Path) -> tupl
 
 def record_grades(args: argparse.Namespace) -> int:
     """Grade the submitted notebooks from outside any kernel and record the grades."""
-    from grader.checks import UnknownCheck, select
-    from grader.host.batch import submissions_in
+    from grader.checks import select
+    from grader.host.batch import grading_options_problem, submissions_in
     from grader.host.batch import write_gradebook as write_csv
     from grader.host.refcache import ReferenceUnavailable
 
@@ -512,18 +512,12 @@ def record_grades(args: argparse.Namespace) -> int:
         print(f"notebooks grade: {message}", file=sys.stderr)
         return 2
 
-    if not args.submitted.is_dir():
-        return usage(f"{args.submitted} is not a directory")
-    if not args.csv.parent.is_dir():
-        return usage(f"cannot write {args.csv}: {args.csv.parent} is not a directory")
-    if args.jobs < 1:
-        return usage("--jobs must be at least 1")
+    problem = grading_options_problem(args.submitted, args)
+    if problem:
+        return usage(problem)
     if args.db and not has_assignment(args.db, args.assignment):
         return usage(f"{args.db} has no assignment {args.assignment}: run nbgrader generate_assignment first")
-    try:
-        checks = select(args.checks)
-    except UnknownCheck as error:
-        return usage(str(error))
+    checks = select(args.checks)
     with tempfile.TemporaryDirectory(prefix="gpt2-notebooks-") as scratch:
         packaged, unread = write_packages(submissions_in(args.submitted), args.assignment, Path(scratch))
         try:
