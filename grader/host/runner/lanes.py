@@ -12,7 +12,7 @@ from grader.host.refcache import ReferenceData
 from grader.host.runner.replies import Outcome, outcome_of
 from grader.host.runner.request import Limits, request_for
 from grader.host.runner.scratch import scratch_filesystem
-from grader.host.runner.worker import Worker, WorkerGone
+from grader.host.runner.worker import LEARNER_COMMAND, Worker, WorkerGone
 from grader.shared import wire
 
 GRACE = 30.0  # a fork server answers for a hung check itself; this is for a hung fork server
@@ -24,8 +24,11 @@ class Lane:
     hangs. Where checks run in forks (Linux), the worker never imports the learner's package and serves
     every grading of its `LearnerProcesses` (`grade --watch`'s regrades), paying for torch's import once."""
 
-    def __init__(self, name: str, limits: Limits, scratch: Path, log):
+    def __init__(
+        self, name: str, limits: Limits, scratch: Path, log, worker_command: tuple[str, ...] = LEARNER_COMMAND
+    ):
         self.name, self.limits, self.scratch, self.log = name, limits, scratch, log
+        self.worker_command = worker_command
         self.worker: Worker | None = None
         self.ready = False  # the worker has said wire.READY
         self.cancelled = False  # no more checks: the grading was interrupted
@@ -34,7 +37,7 @@ class Lane:
     def start(self) -> None:
         """Start the worker now (it imports torch), so that it is ready by the first check."""
         if self.worker is None:
-            self.worker, self.ready = Worker(self.log), False
+            self.worker, self.ready = Worker(self.log, self.worker_command), False
 
     def run(self, package: Path, checks: list[Check], reference: ReferenceData) -> dict[str, Outcome]:
         """Every check's outcome, in order."""

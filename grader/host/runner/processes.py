@@ -14,15 +14,18 @@ from grader.host.refcache import ReferenceData
 from grader.host.runner.lanes import GPT2_LANE, GRACE, Lane, lanes_for
 from grader.host.runner.replies import Outcome
 from grader.host.runner.request import Limits
+from grader.host.runner.worker import LEARNER_COMMAND
 
 
 class LearnerProcesses:
     """A lane (a worker and its checks) for the checks that read GPT-2's data and, where they can run beside
     it, one for those that do not. Entered, it starts the first lane's worker at once: torch is imported
-    while the grader reads the reference."""
+    while the grader reads the reference. Each worker runs `worker_command`: the learner's process, or a
+    stand-in that speaks the wire format (the unit tier's tests/fake_worker.py)."""
 
-    def __init__(self, limits: Limits | None = None):
+    def __init__(self, limits: Limits | None = None, worker_command: tuple[str, ...] = LEARNER_COMMAND):
         self.limits = (limits or Limits()).settled()
+        self.worker_command = worker_command
         # A check's process may leave files the grader's user cannot remove (it ran as nobody, or was killed
         # mid-write): they are left to the system's temporary directory rather than fail the report.
         self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-", ignore_cleanup_errors=True)
@@ -43,7 +46,7 @@ class LearnerProcesses:
 
     def lane(self, name: str) -> Lane:
         if name not in self.lanes:
-            self.lanes[name] = Lane(name, self.limits, Path(self.scratch.name), self.log)
+            self.lanes[name] = Lane(name, self.limits, Path(self.scratch.name), self.log, self.worker_command)
         return self.lanes[name]
 
     def stop(self) -> None:

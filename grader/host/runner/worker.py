@@ -19,6 +19,9 @@ STARTUP_LIMIT = 300.0  # seconds for a worker to import torch: a cold start on a
 # What learner code must not read from its environment: the CI job's files (outputs, summaries)
 # and anything that looks like a credential.
 SECRET = re.compile(r"^(GITHUB_|ACTIONS_|RUNNER_)|TOKEN|SECRET|PASSWORD|CREDENTIAL|_KEY$", re.IGNORECASE)
+# The learner's process. Another command that speaks the wire format may stand in for it (the unit tier's
+# fake worker, tests/fake_worker.py): `LearnerProcesses(worker_command=...)`.
+LEARNER_COMMAND = (sys.executable, "-m", "grader.learner")
 
 
 def learner_environment() -> dict[str, str]:
@@ -34,9 +37,9 @@ class Worker:
     log); a thread reads the answers, so waiting for one with a limit works on every platform
     (select takes no pipes on Windows)."""
 
-    def __init__(self, log):
+    def __init__(self, log, command: tuple[str, ...] = LEARNER_COMMAND):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.learner"],
+            list(command),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
