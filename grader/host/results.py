@@ -6,9 +6,12 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal, get_args
 
+from grader.host.course import page_of
+
 # A check's status: the one vocabulary of every report, decided by `grader.host.verdict` alone.
 CheckStatus = Literal["pass", "fail", "todo", "error", "timeout"]
 STATUSES: tuple[CheckStatus, ...] = get_args(CheckStatus)
+FAILING: tuple[CheckStatus, ...] = ("fail", "error", "timeout")  # the statuses whose report names the course page
 REFERENCE_NAMES = {"gpt2": "GPT-2", "random": "the random reference"}  # by Report.reference, as messages say
 
 
@@ -39,6 +42,16 @@ class CheckResult:
     target: str = ""  # what the learner writes for this check, e.g. "Embed.forward"
     printed: list[str] = field(default_factory=list)  # what the learner's code printed during the check, cleaned
     figures: dict = field(default_factory=dict)  # plain lists for the HTML report (grader.host.figures); not in to_dict
+    page: str | None = None  # the course page that covers this check (docs/course/...): filled from the id
+
+    def __post_init__(self):
+        if self.page is None:  # the one place a result gets its page: grader.host.course.PAGES, by check id
+            self.page = page_of(self.id)
+
+    @property
+    def page_to_read(self) -> str | None:
+        """The course page a failing check points to, as every format links it; none while it passes or is todo."""
+        return self.page if self.status in FAILING else None
 
     @property
     def score(self) -> int:

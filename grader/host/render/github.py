@@ -68,16 +68,32 @@ def annotations(report: Report, workspace: Path) -> list[str]:
     return [*errors, command("notice", score, title="GPT-2 grader")]
 
 
-def summary(report: Report, limit: int = SUMMARY_BYTES) -> str:
+def pages_url(environ: Mapping[str, str]) -> str:
+    """Where the repository's files are on GitHub at the commit graded (`.../blob/SHA/`), so that a course page
+    links to its text there; "" outside Actions, and a link is then the page's path in the repository."""
+    server, repository, sha = (environ.get(name) for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_SHA"))
+    return f"{server}/{repository}/blob/{sha}/" if server and repository and sha else ""
+
+
+def check_cell(check: CheckResult, pages: str) -> str:
+    """A check's id; a failing check's links to its course page."""
+    page = check.page_to_read
+    return f"[`{check.id}`]({pages}{page})" if page else f"`{check.id}`"
+
+
+def summary(report: Report, limit: int = SUMMARY_BYTES, pages: str = "") -> str:
     """Markdown for the run's page: a heading with the score, then one table row per check; each
-    row's feedback shortened as needed to keep the whole under GitHub's 1 MiB."""
+    row's feedback shortened as needed to keep the whole under GitHub's 1 MiB. A failing check's id
+    links to its page of the course, below `pages` (`pages_url`)."""
     banner = fallback_banner(report)
     share = max(200, limit // max(1, len(report.checks)) - 200)
     rows = [
-        f"| `{c.id}` | {ICONS[c.status]} {c.status} | {c.score}/{c.max_score} "
+        f"| {check_cell(c, pages)} | {ICONS[c.status]} {c.status} | {c.score}/{c.max_score} "
         f"| {shorten('<br>'.join(paragraphs(c)), share)} |"
         for c in report.checks
     ]
+    linked = any(c.page_to_read for c in report.checks)
+    read = ["", "A failing check's name links to its page of the course: what it computes, its shapes, its traps."]
     return "\n".join(
         [
             f"## GPT-2 grader: {report.score}/{report.max_score} points",
@@ -86,6 +102,7 @@ def summary(report: Report, limit: int = SUMMARY_BYTES) -> str:
             "| check | status | points | feedback |",
             "| --- | --- | --- | --- |",
             *rows,
+            *(read if linked else []),
         ]
     )
 
@@ -144,7 +161,11 @@ def publish(report: Report, environ: Mapping[str, str], stream: TextIO, token: s
         print(line, file=stream)
     stream.flush()
     problems = []
-    for variable, text in (("GITHUB_STEP_SUMMARY", summary(report)), ("GITHUB_OUTPUT", output(report, workspace))):
+    written = (
+        ("GITHUB_STEP_SUMMARY", summary(report, pages=pages_url(environ))),
+        ("GITHUB_OUTPUT", output(report, workspace)),
+    )
+    for variable, text in written:
         if not environ.get(variable):
             problems.append(f"${variable} is not set, so nothing was written there")
             continue

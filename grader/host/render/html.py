@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from grader.host.render.text import fallback_banner
 from grader.host.results import CheckResult, Report, reference_name
 from grader.shared import plots
+from grader.shared.paths import REPO_ROOT
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -115,11 +116,23 @@ SECTIONS = {
 }
 
 
+def page_href(page: str) -> str:
+    """Where the report's reader finds a course page: the file in this checkout when it is here, else its path."""
+    path = REPO_ROOT / page
+    return path.as_uri() if path.is_file() else page
+
+
+def page_link(check: CheckResult) -> list[str]:
+    """`read:` and a link to the course page of a failing check; nothing for another."""
+    page = check.page_to_read
+    return [f'read: <a href="{escape(page_href(page))}">{escape(page)}</a>'] if page else []
+
+
 def results_table(report: Report) -> str:
     rows = []
     for check in report.checks:
         lines = [line for text in (*check.diagnosis(), *check.notes) for line in text.splitlines() if line.strip()]
-        said = "<br>".join(escape(line) for line in lines)
+        said = "<br>".join([*(escape(line) for line in lines), *page_link(check)])
         rows.append(
             f'<tr><td>{escape(check.id)}</td><td class="{check.status}">{check.status.upper()}</td>'
             f"<td>{check.score}/{check.max_score}</td><td>{check.shown_diff}</td><td>{said}</td></tr>"

@@ -119,7 +119,9 @@ def messages(report: Report) -> list[Text]:
     for group in shared_errors(report.checks):
         first, name = group[0], group_label([check.id for check in group])
         notes = dict.fromkeys(note for check in group for note in check.notes)
-        said = [] if first.status == "todo" else [*first.diagnosis(), *notes]  # todo: one line for all, below
+        pages = dict.fromkeys(check.page_to_read for check in group if check.page_to_read)
+        read = [f"read: {', '.join(pages)}"] if pages else []  # the course's page of each failing check
+        said = [] if first.status == "todo" else [*first.diagnosis(), *read, *notes]  # todo: one line for all, below
         for i, line in enumerate(said):
             label = f"{name} ({first.status}): " if i == 0 else " " * (len(name) + 2)
             lines.append(Text.assemble((label, STYLES[first.status] if i == 0 else ""), line))
