@@ -12,7 +12,7 @@ from grader.host.refcache import ReferenceData
 from grader.host.runner.replies import Outcome, outcome_of
 from grader.host.runner.request import Limits, request_for
 from grader.host.runner.scratch import scratch_filesystem
-from grader.host.runner.worker import LEARNER_COMMAND, Worker, WorkerGone
+from grader.host.runner.worker import LEARNER_COMMAND, OutOfStep, Worker, WorkerGone
 from grader.shared import wire
 
 GRACE = 30.0  # a fork server answers for a hung check itself; this is for a hung fork server
@@ -92,6 +92,9 @@ class Lane:
         except WorkerGone:
             answer = wire.WorkerAnswer("crashed", worker.exit_reason())
             self.close()
+        except OutOfStep:  # the next line could be this check's answer, read as the next check's: a fresh worker
+            self.close()
+            answer = wire.WorkerAnswer("crashed", "the learner's process answered something unreadable")
         return answer, request.timeout if answer.ending == "timeout" else time.monotonic() - started
 
     def close(self) -> None:

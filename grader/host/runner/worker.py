@@ -32,6 +32,11 @@ class WorkerGone(Exception):
     pass
 
 
+class OutOfStep(Exception):
+    """The worker answered a line that is no `wire.WorkerAnswer`: its next line may be this check's answer,
+    so it can no longer be trusted to answer the next check's request."""
+
+
 class Worker:
     """The learner's process. It answers on its stdout (it sends what else is printed there to the
     log); a thread reads the answers, so waiting for one with a limit works on every platform
@@ -85,7 +90,7 @@ class Worker:
         try:
             return wire.WORKER_ANSWER.validate_json(line)
         except ValueError:
-            return wire.WorkerAnswer("crashed", "the learner's process answered something unreadable")
+            raise OutOfStep() from None
 
     def ended(self) -> bool:
         return self.process.poll() is not None
