@@ -16,6 +16,7 @@ from grader.host.runner.worker import LEARNER_COMMAND, OutOfStep, Worker, Worker
 from grader.shared import wire
 
 GRACE = 30.0  # a fork server answers for a hung check itself; this is for a hung fork server
+EXIT_WAIT = 2.0  # seconds for a worker whose stdout closed to exit, before it is said to have hung
 GPT2_LANE, STAND_IN_LANE = "gpt2", "stand-ins"
 
 
@@ -79,8 +80,10 @@ class Lane:
         check's seconds (a check that timed out took all of its time)."""
         try:
             worker = self._ready_worker()
-        except (TimeoutError, WorkerGone):
-            reason = self.worker.exit_reason() if self.worker and self.worker.ended() else "it hung"
+        except (TimeoutError, WorkerGone, OutOfStep) as error:
+            # Its stdout closed (WorkerGone): it is ending, if not quite ended yet. Else it hung or said something else.
+            within = EXIT_WAIT if isinstance(error, WorkerGone) and not self.cancelled else 0.0
+            reason = self.worker.exit_reason() if self.worker and self.worker.ended(within) else "it hung"
             self.close()
             return wire.WorkerAnswer("crashed", f"the learner's process did not start: {reason}"), 0.0
         started = time.monotonic()

@@ -77,7 +77,7 @@ class Worker:
     def wait_ready(self, timeout: float = STARTUP_LIMIT) -> None:
         """Wait until the worker has imported torch, so that a check's time is the check's own."""
         if self.next_line(timeout).strip() != wire.READY:
-            raise WorkerGone()
+            raise OutOfStep()
 
     def ask(self, request: wire.Request, timeout: float) -> wire.WorkerAnswer:
         assert self.process.stdin is not None
@@ -92,8 +92,13 @@ class Worker:
         except ValueError:
             raise OutOfStep() from None
 
-    def ended(self) -> bool:
-        return self.process.poll() is not None
+    def ended(self, within: float = 0.0) -> bool:
+        """Whether the process has exited, waiting at most `within` seconds: its stdout closes a moment before."""
+        try:
+            self.process.wait(timeout=within)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def exit_reason(self) -> str:
         code = self.process.wait(timeout=5)
