@@ -1,0 +1,281 @@
+"""grader.host.runner against a fake worker (tests/fake_worker.py): the wire format spoken without torch, each check's
+request answered as a script says (a reply with outputs, late, a crash, noise, a malformed reply, an outputs file that
+is no file), so the runner's side of every ending is shown in a fraction of a second. The checks are toys declared
+here; the reference is a meta.json's cases held in memory (and, for the verdicts, an expected file of a few values).
+With the learner's real process: test_hostile.py, test_interrupt.py, test_lanes.py."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import fake_worker
+import numpy as np
+import pytest
+from fake_worker import Step
+from safetensors.numpy import load_file, save_file
+
+from grader.checks import Check, Target
+from grader.host.refcache import ReferenceData
+from grader.host.runner import GPT2_LANE, STAND_IN_LANE, LearnerProcesses, Limits
+from grader.host.runner import lanes as lane_rules
+from grader.host.verdict import STATUS_OF_ENDING, judge
+from grader.shared import wire
+
+pytestmark = pytest.mark.unit
+
+SMALL, BIG = [[1.0, 2.0], [3.0, 4.0]], [0.5, -0.25, 8.0]  # two cases' outputs
+CASES = [wire.CaseSpec("small", 1, None, []), wire.CaseSpec("big", 1, None, [])]
+FORKS = Limits(sandbox=False, fork=True)  # as on Linux: the worker's fork server times each check itself
+NO_FORKS = Limits(timeout=0.3, sandbox=False, fork=False)  # as on macOS: the grader times each check
+ROOMY = 30.0  # a toy's own timeout (Check.min_timeout): only a check declared without one runs out of time
+
+
+def toy(check_id: str, reads_gpt2: bool = True, min_timeout: float | None = ROOMY) -> Check:
+    target = Target("toy", check_id, method=None)
+    return Check(check_id, "model", 1, target, "a toy", lambda ref: [], min_timeout=min_timeout, reads_gpt2=reads_gpt2)
+
+
+def answer(**fields) -> Step:
+    """Both cases answered right, unless `fields` says otherwise."""
+    return Step(**({"outputs": {"small": SMALL, "big": BIG}} | fields))
+
+
+def reference(directory: Path, check_ids, expected: dict | None = None) -> ReferenceData:
+    """An entry's meta.json, held in memory: every check has the two cases; its expected file when given."""
+    if expected is not None:
+        save_file(expected, str(directory / "expected.safetensors"))
+    cases = [asdict(case) for case in CASES]
+    return ReferenceData("random", directory, {"cases": {i: cases for i in check_ids}, "param_counts": {"total": 1}})
+
+
+def grade(tmp_path: Path, steps: dict[str, Step], limits: Limits = FORKS, start: str = "ready", checks=None) -> dict:
+    """Every check's outcome, each check run as its step says; the checks are `steps`' toys unless given."""
+    checks = checks or [toy(check_id) for check_id in steps]
+    with LearnerProcesses(limits, worker_command=fake_worker.command(tmp_path, steps, start)) as processes:
+        return processes.run(tmp_path, checks, reference(tmp_path, [check.id for check in checks]))
+
+
+def pid(outcome) -> int:
+    return fake_worker.identity(outcome.printed)[0]
+
+
+def summary(outcomes: dict) -> dict[str, tuple[str, str]]:
+    return {check_id: (outcome.ending, outcome.error) for check_id, outcome in outcomes.items()}
+
+
+def test_a_valid_reply_becomes_an_outcome_with_its_outputs(tmp_path):
+    outcome = grade(tmp_path, {"toy.a": answer()})["toy.a"]
+    reply = outcome.reply
+    assert (outcome.ending, outcome.error, reply.status, reply.outputs) == ("answered", "", "ran", ["small", "big"])
+    assert sorted(outcome.outputs) == ["big/out", "small/out"]
+    np.testing.assert_array_equal(outcome.outputs["small/out"], np.array(SMALL, np.float32), strict=True)
+    np.testing.assert_array_equal(outcome.outputs["big/out"], np.array(BIG, np.float32), strict=True)
+    assert fake_worker.identity(outcome.printed)[1:] == ("toy.a", "check-gpt2-1")
+
+
+def test_the_fake_workers_outputs_file_is_one_safetensors_reads(tmp_path):
+    """The control for the fake worker's own writer: the safetensors library reads back what it wrote."""
+    written = tmp_path / wire.OUTPUTS_FILE
+    fake_worker.write_outputs(written, {"a/out": SMALL, "b/out": BIG, "c/out": 2.0})
+    tensors = load_file(str(written))
+    assert {name: tensor.tolist() for name, tensor in tensors.items()} == {"a/out": SMALL, "b/out": BIG, "c/out": 2.0}
+    assert {tensor.dtype for tensor in tensors.values()} == {np.dtype(np.float32)}
+
+
+def test_a_check_past_its_timeout_ends_as_timeout_and_the_next_runs_on_a_fresh_worker(tmp_path):
+    """Without forks the grader times each check: a worker late past it is killed, and a new one serves the rest."""
+    steps = {"toy.a": answer(delay=ROOMY), "toy.b": answer()}
+    with LearnerProcesses(NO_FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
+        first = processes.lanes[GPT2_LANE].worker
+        started = time.monotonic()
+        outcomes = processes.run(tmp_path, [toy("toy.a", min_timeout=None), toy("toy.b")], reference(tmp_path, steps))
+        assert time.monotonic() - started < 5  # not the answer's delay
+    late, after = outcomes["toy.a"], outcomes["toy.b"]
+    assert (late.ending, late.error, late.seconds, late.outputs) == (
+        "timeout", "no answer within 0.3 s (an infinite loop?)", 0.3, {}
+    )  # fmt: skip
+    assert first.ended() and first.process.returncode < 0  # killed
+    assert (after.ending, after.error, sorted(after.outputs)) == ("answered", "", ["big/out", "small/out"])
+    assert pid(after) != first.process.pid
+
+
+def test_the_fork_servers_own_endings_come_through_and_its_worker_serves_on(tmp_path):
+    """A fork server that ended a check itself (its time, a signal, its memory) says so; the worker stays."""
+    steps = {
+        "toy.late": Step(do="end", ending="timeout", reason="no answer within 60 s (an infinite loop?)"),
+        "toy.killed": Step(do="end", ending="crashed", reason="the check's process was killed by SIGSEGV"),
+        "toy.big": Step(do="end", ending="memory", reason="the check's processes used more than 6 GB"),
+        "toy.fine": answer(),
+    }
+    outcomes = grade(tmp_path, steps)
+    assert summary(outcomes) == {
+        "toy.late": ("timeout", "no answer within 60 s (an infinite loop?)"),
+        "toy.killed": ("crashed", "the check's process was killed by SIGSEGV"),
+        "toy.big": ("memory", "the check's processes used more than 6 GB"),
+        "toy.fine": ("answered", ""),
+    }
+    assert len({pid(outcome) for outcome in outcomes.values()}) == 1
+
+
+def test_a_worker_that_exits_mid_check_is_that_checks_crash_and_the_others_are_unaffected(tmp_path):
+    steps = {"toy.a": answer(), "toy.b": Step(do="exit", code=7), "toy.c": answer()}
+    outcomes = grade(tmp_path, steps)
+    assert summary(outcomes) == {
+        "toy.a": ("answered", ""),
+        "toy.b": ("crashed", "the learner's process exited with code 7"),
+        "toy.c": ("answered", ""),
+    }
+    assert pid(outcomes["toy.a"]) != pid(outcomes["toy.c"])  # a fresh worker after the crash
+    np.testing.assert_array_equal(outcomes["toy.c"].outputs["big/out"], np.array(BIG, np.float32))
+
+
+@pytest.mark.parametrize("start", ["exit", "babble"])
+def test_a_worker_that_never_says_ready_is_every_checks_crash(tmp_path, start):
+    """Ending before a word, or saying something else first: each check tries a fresh worker, none starts."""
+    why = {"exit": f"the learner's process exited with code {fake_worker.START_CODE}", "babble": "it hung"}[start]
+    outcomes = grade(tmp_path, {"toy.a": answer(), "toy.b": answer()}, start=start)
+    assert summary(outcomes) == {
+        check: ("crashed", f"the learner's process did not start: {why}") for check in outcomes
+    }
+
+
+def test_what_a_check_prints_goes_with_its_outcome_cleaned_and_never_passes_for_an_answer(tmp_path):
+    forged = wire.WorkerAnswer("crashed", "forged").to_json()  # printed by the check, not its answer
+    steps = {"toy.a": answer(printed=f"hello \x1b[31mred\n{forged}\n", printed_beyond=123)}
+    outcome = grade(tmp_path, steps)["toy.a"]
+    assert (outcome.ending, outcome.error, sorted(outcome.outputs)) == ("answered", "", ["big/out", "small/out"])
+    assert outcome.printed[1:] == ["hello \ufffd[31mred", forged, "... 123 more bytes"]
+
+
+def test_what_a_check_run_in_the_worker_prints_goes_to_the_log_not_the_answers(tmp_path):
+    steps = {"toy.a": answer(printed="noise on stdout"), "toy.b": answer()}
+    with LearnerProcesses(NO_FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
+        outcomes = processes.run(tmp_path, [toy("toy.a"), toy("toy.b")], reference(tmp_path, steps))
+        processes.log.flush()
+        log = (Path(processes.scratch.name) / "learner.log").read_text()
+    assert summary(outcomes) == {"toy.a": ("answered", ""), "toy.b": ("answered", "")}
+    assert [len(outcome.printed) for outcome in outcomes.values()] == [1, 1]  # the fake worker's identity line only
+    assert "noise on stdout" in log
+
+
+def test_a_stray_line_among_the_answers_is_that_checks_crash_and_a_fresh_worker_answers_the_next(tmp_path):
+    """A worker whose answers are out of step with the requests is replaced: else each later check would be read
+    with the answer of the one before (and its reply read before it was written)."""
+    steps = {"toy.a": answer(stray=["not an answer"]), "toy.b": answer(), "toy.c": answer()}
+    outcomes = grade(tmp_path, steps)
+    assert summary(outcomes) == {
+        "toy.a": ("crashed", "the learner's process answered something unreadable"),
+        "toy.b": ("answered", ""),
+        "toy.c": ("answered", ""),
+    }
+    assert [fake_worker.identity(outcomes[c].printed)[1] for c in ("toy.b", "toy.c")] == ["toy.b", "toy.c"]
+
+
+def test_a_malformed_reply_is_that_checks_crash_with_a_one_line_reason(tmp_path):
+    steps = {
+        "toy.unknown": answer(extra_keys={"param_count": 1}),
+        "toy.broken": answer(truncate=True),
+        "toy.oversized": answer(pad=wire.MAX_REPLY_BYTES),
+        "toy.unasked": Step(outputs={"small": SMALL, "huge": BIG}),
+        "toy.short": Step(outputs={"small": SMALL}),
+        "toy.fine": answer(),
+    }
+    outcomes = grade(tmp_path, steps)
+    assert summary(outcomes) == {
+        "toy.unknown": (
+            "crashed",
+            "the check's reply is malformed (param_count: a field the wire format does not have)",
+        ),
+        "toy.broken": ("crashed", "the check's reply is not JSON"),
+        "toy.oversized": ("crashed", "the check's reply is larger than 8 MB"),
+        "toy.unasked": ("crashed", "the check's reply names outputs that were not asked for"),
+        "toy.short": ("crashed", "the check's process gave no output for big"),
+        "toy.fine": ("answered", ""),
+    }
+    assert len({pid(outcome) for outcome in outcomes.values()}) == 1  # a reply is the check's, not the worker's
+
+
+@pytest.mark.parametrize("left", ["symlink", "fifo", "directory"])
+def test_an_outputs_file_that_is_no_regular_file_is_refused(tmp_path, left):
+    """Its reply sound, what it left as outputs.safetensors a link (to a sound file), a FIFO or a directory: never
+    followed, opened or waited on. The control, the same outputs as a file, is read."""
+    outcomes = grade(tmp_path, {"toy.left": answer(outputs_file=left), "toy.file": answer()})
+    assert summary(outcomes) == {
+        "toy.left": ("crashed", "the check's process left no readable outputs file"),
+        "toy.file": ("answered", ""),
+    }
+    assert (outcomes["toy.left"].reply.outputs, outcomes["toy.left"].outputs) == (["small", "big"], {})
+
+
+def test_paused_stops_the_workers_and_restarts_those_that_ran(tmp_path, monkeypatch):
+    monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
+    steps = {"toy.a": answer(), "toy.s": answer()}
+    checks = [toy("toy.a"), toy("toy.s", reads_gpt2=False)]
+    with LearnerProcesses(FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
+        ref = reference(tmp_path, steps)
+        before = processes.run(tmp_path, checks, ref)
+        gpt2, stand_ins = processes.lanes[GPT2_LANE], processes.lanes[STAND_IN_LANE]
+        stand_ins.close()  # this lane's worker is not running when the pause begins
+        running = gpt2.worker
+        with processes.paused():
+            assert (gpt2.worker, stand_ins.worker) == (None, None)
+            assert running.ended()
+        assert (gpt2.worker is not None, stand_ins.worker) == (True, None)
+        restarted = gpt2.worker.process.pid
+        after = processes.run(tmp_path, checks[:1], ref)
+    assert summary(after) == {"toy.a": ("answered", "")}
+    assert pid(before["toy.a"]) == running.process.pid != restarted == pid(after["toy.a"])
+
+
+@pytest.mark.parametrize(("limits", "cores", "lanes"), [
+    (FORKS, 2, {"toy.a": "gpt2", "toy.s": "stand-ins", "toy.b": "gpt2", "toy.t": "stand-ins"}),
+    (FORKS, 1, {"toy.a": "gpt2", "toy.s": "gpt2", "toy.b": "gpt2", "toy.t": "gpt2"}),
+    (NO_FORKS, 2, {"toy.a": "gpt2", "toy.s": "gpt2", "toy.b": "gpt2", "toy.t": "gpt2"}),
+])  # fmt: skip
+def test_checks_run_in_the_lanes_lanes_for_assigns(tmp_path, monkeypatch, limits, cores, lanes):
+    """Where forks and two cores allow, the checks that read none of GPT-2's data run in a worker of their own."""
+    monkeypatch.setattr(lane_rules, "usable_cores", lambda: cores)
+    checks = [toy("toy.a"), toy("toy.s", reads_gpt2=False), toy("toy.b"), toy("toy.t", reads_gpt2=False)]
+    outcomes = grade(tmp_path, {check.id: answer() for check in checks}, limits, checks=checks)
+    assert list(outcomes) == list(lanes)  # in the checks' order, whatever lane ran them
+    scratch = {check: fake_worker.identity(outcome.printed)[2] for check, outcome in outcomes.items()}
+    assert {check: name.removeprefix("check-").rpartition("-")[0] for check, name in scratch.items()} == lanes
+    workers = {lane: {pid(outcomes[check]) for check in lanes if lanes[check] == lane} for lane in set(lanes.values())}
+    assert all(len(pids) == 1 for pids in workers.values()) and len(set.union(*workers.values())) == len(workers)
+
+
+def test_the_verdict_of_each_ending(tmp_path):
+    """What the runner made of each ending, judged: only an answered check is compared; the others' status is
+    verdict.STATUS_OF_ENDING's."""
+    steps = {
+        "toy.right": answer(),
+        "toy.wrong": answer(outputs={"small": SMALL, "big": [0.5, -0.25, 9.0]}),
+        "toy.late": Step(do="end", ending="timeout", reason="no answer within 60 s (an infinite loop?)"),
+        "toy.big": Step(do="end", ending="memory", reason="the check's processes used more than 6 GB"),
+        "toy.gone": Step(do="exit", code=7),
+        "toy.unknown": answer(extra_keys={"param_count": 1}),
+    }
+    expected = {}
+    for check_id in steps:
+        expected[wire.EXPECTED.format(check=check_id, case="small")] = np.array(SMALL, np.float32)
+        expected[wire.EXPECTED.format(check=check_id, case="big")] = np.array(BIG, np.float32)
+    checks = [toy(check_id) for check_id in steps]
+    with LearnerProcesses(FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
+        ref = reference(tmp_path, steps, expected)
+        outcomes = processes.run(tmp_path, checks, ref)
+    results = {check.id: judge(check, outcomes[check.id], ref) for check in checks}
+    assert {check: (result.status, result.message) for check, result in results.items()} == {
+        "toy.right": ("pass", ""),
+        "toy.wrong": (
+            "fail",
+            "differs from the random reference on big: max abs diff 1 at index (2,); 66.7% of values within tolerance",
+        ),
+        "toy.late": ("timeout", "no answer within 60 s (an infinite loop?)"),
+        "toy.big": ("error", "the check's processes used more than 6 GB"),
+        "toy.gone": ("error", "the learner's process exited with code 7"),
+        "toy.unknown": ("error", "the check's reply is malformed (param_count: a field the wire format does not have)"),
+    }
+    assert results["toy.wrong"].max_abs_diff == pytest.approx(1.0)
+    assert STATUS_OF_ENDING == {"timeout": "timeout", "crashed": "error", "memory": "error"}
