@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page's block is stale")
     args = parser.parse_args(argv)
     try:
-        reference = ensure_reference("random", lambda line: print(line, file=sys.stderr))
+        reference = ensure_reference("random", lambda message, fraction=None: print(message, file=sys.stderr))
         pages = refreshed(REPO_ROOT, reference)
     except (ReferenceUnavailable, StalePage, OSError) as error:
         print(f"course: {error}", file=sys.stderr)

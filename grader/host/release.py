@@ -14,9 +14,10 @@ What goes in:
 - `README.md`, from `grader/templates/README.learner.md` with sections of the README filled in,
   less their instructor text and other workflows' text (see BLOCK), and the files those sections
   link to or show (images under `docs/`);
-- the pages of `docs/` the learner README links to, and those they link to in turn, each less its
-  instructor text and other workflows' text, with the files they link to or show. Every other page
-  of `docs/` is listed in INSTRUCTOR_DOCS, and a learner text that links to one stops the build.
+- the pages of `docs/` and of its folders (the course's, `docs/course/`) the learner README links to,
+  and those they link to in turn, each less its instructor text and other workflows' text, with the
+  files they link to or show. Every other page of `docs/` is listed in INSTRUCTOR_DOCS, and a learner
+  text that links to one stops the build.
 
 Files are taken from what git tracks or would track (ignored files never go). As a last guard,
 the build fails when any line the stubs hide appears in any file of the release.
@@ -52,7 +53,7 @@ INSTRUCTOR_DOCS = (
     "docs/layout.md",
     "docs/adding-a-check.md",
 )
-DOCS_PAGE = re.compile(r"docs/[^/]+\.md")
+DOCS_PAGE = re.compile(r"docs/.+\.md")  # the pages of docs/ and of its folders (the course's, docs/course/)
 INCLUDE = re.compile(r"^<!-- include: (.+) -->$", re.MULTILINE)
 # What the learner README leaves out of the sections it includes, so that it names only what the
 # release ships: a block between `<!-- instructors -->` and `<!-- /instructors -->` lines, a block
