@@ -163,7 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page's block is stale")
     args = parser.parse_args(argv)
     try:
-        reference = ensure_reference("random", lambda message, fraction=None: print(message, file=sys.stderr))
+        said: list[str] = []  # the reference build's first line says what is going on; its progress, nothing
+
+        def progress(message: str, fraction: float | None = None) -> None:
+            if not said:
+                said.append(message)
+                print(f"course: {message} (building the random reference once, for the checks' hints)", file=sys.stderr)
+
+        reference = ensure_reference("random", progress)
         pages = refreshed(REPO_ROOT, reference)
     except (ReferenceUnavailable, StalePage, OSError) as error:
         print(f"course: {error}", file=sys.stderr)
