@@ -301,7 +301,7 @@ def test_the_recorder_keeps_the_line_of_each_binding_and_return(tmp_path):
     recorder = Recorder(tmp_path, ["locals"], ["locals"], None, "", "f")
     with recorder:
         module.f(torch.ones(2, 2))
-    lines = {(r["name"], r["kind"]): (r["file"], r["line"]) for r in recorder.records if r["tag"] == "f"}
+    lines = {(r.name, r.kind): (r.file, r.line) for r in recorder.records if r.tag == "f"}
     assert lines == {
         ("x", "locals"): ("traced.py", None),
         ("y", "locals"): ("traced.py", 5),
