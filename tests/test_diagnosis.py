@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 import torch
 from conftest import SOLUTIONS, by_id, run_grade, write_variant
 from test_alternatives import ATTENTION_MATMUL, replace_attention_body
@@ -35,16 +36,26 @@ def assert_points_at(result, package, file: str, text: str, code: str) -> None:
     assert code in statement_at(package, file, result.line)
 
 
+def trace_section(stdout: str, check_id: str) -> str:
+    return stdout.split(f"trace of {check_id}:\n", 1)[1].split("trace of ", 1)[0]
+
+
 def traced_shapes(stdout: str, check_id: str) -> dict[str, list[tuple]]:
-    section = stdout.split(f"trace of {check_id}:\n", 1)[1].split("trace of ", 1)[0]
+    section = trace_section(stdout, check_id)
     shapes: dict[str, list[tuple]] = {}
     for tag, name, shape in re.findall(r"^\[([\w.]+)\]\s+(\w+): (\([\d, ]*\))", section, flags=re.M):
         shapes.setdefault(name, []).append((tag, shape))
     return shapes
 
 
-def test_trace_of_the_solution_attention(reference):
-    result = run_grade("--reference", "random", "--solutions", "attention", "--trace")
+@pytest.fixture(scope="module")
+def solutions_traced(reference):
+    """One `grade --trace` of the solutions' attention and whole model, which the two tests below read apart."""
+    return run_grade("--reference", "random", "--solutions", "attention", "transformer", "--trace")
+
+
+def test_trace_of_the_solution_attention(solutions_traced):
+    result = solutions_traced
     assert result.returncode == 0, result.stdout + result.stderr
     shapes = traced_shapes(result.stdout, "attention")
     for name, shape in {
@@ -57,12 +68,14 @@ def test_trace_of_the_solution_attention(reference):
     }.items():
         assert shapes[name] == [("blocks.0.attn", shape)], name
     assert {shape for _, shape in shapes["attn_scores"]} == {"(1, 12, 7, 7)"}
-    assert re.search(r"\] +q: \(1, 7, 12, 64\) +expected \(1, 7, 12, 64\)$", result.stdout, flags=re.M)
+    section = trace_section(result.stdout, "attention")
+    assert re.search(r"\] +q: \(1, 7, 12, 64\) +expected \(1, 7, 12, 64\)$", section, flags=re.M)
 
 
-def test_trace_tags_nested_modules_by_their_path(reference):
+def test_trace_tags_nested_modules_by_their_path(solutions_traced):
     """The whole model's trace: the block's own is only its wiring, its sublayers answering GPT-2's outputs."""
-    result = run_grade("--reference", "random", "--solutions", "transformer", "--trace")
+    result = solutions_traced
+    assert result.returncode == 0, result.stdout + result.stderr
     shapes = traced_shapes(result.stdout, "transformer")
     assert ("blocks.0.ln1", "(1, 7, 768)") in shapes["normalized"] and ("blocks.0.ln2", "(1, 7, 768)") in shapes[
         "normalized"
