@@ -55,6 +55,7 @@ def test_a_hard_coded_device_gets_the_device_message(variant, fork, grade, tmp_p
 
 
 @pytest.mark.fast
+@pytest.mark.slow  # a worker each; make test grades the literal device above, ci.yml these on macOS and Windows
 @pytest.mark.parametrize("device", ["cuda", "mps"])
 def test_a_device_torch_does_not_find_is_named(device, grade):
     if torch_finds(device):

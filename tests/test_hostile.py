@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SOLUTIONS, by_id, run_grade, write_variant
+from conftest import SOLUTIONS, by_id, run_grade, tiered, write_variant
 
 PATCH_EVERY_COMPARISON = """
 import torch as _torch
@@ -30,6 +30,7 @@ def attention_body_prefix(statement: str) -> list[tuple[str, str]]:
     return [(marker + "        per_head = ", f"{marker}        {statement}\n        per_head = ")]
 
 
+@pytest.mark.slow  # grades every check (about 5 s); test_no_fork's patched comparisons run in `make test`
 def test_patched_comparisons_and_zeros_score_nothing_where_they_touch(grade, tmp_path):
     package = write_variant(
         tmp_path,
@@ -65,7 +66,11 @@ BREAKING = {
 ENDS_ANY_PROCESS = list(BREAKING)[:5]
 
 
-@pytest.mark.parametrize(("statement", "status", "fragment"), list(BREAKING.values()), ids=list(BREAKING))
+# `make test`: a hang, an exit, a signal and memory; the other ways out of Python in `make test-all`.
+QUICK_BREAKING = ("infinite loop", "os._exit", "segfault", "out of memory")
+
+
+@pytest.mark.parametrize(("statement", "status", "fragment"), tiered(BREAKING.values(), QUICK_BREAKING, ids=BREAKING))
 def test_a_check_that_breaks_its_process_costs_only_itself(statement, status, fragment, grade, tmp_path):
     package = write_variant(tmp_path, {"attention.py": attention_body_prefix(statement)})
     results = by_id(grade(package, "embed", "attention", "mlp", timeout=3, memory_gb=2))
@@ -138,6 +143,7 @@ def test_missing_file_and_class_are_named(grade, tmp_path):
     assert results["unembed"].status == "error" and "unembedding.py is missing" in results["unembed"].message
 
 
+@pytest.mark.slow  # the `grade` command twice; test_first_report's printed lines and test_resources' cap in `make test`
 def test_learner_output_is_shown_with_its_check_and_neutralised(reference, tmp_path):
     """What the learner's code prints is theirs to see, under its check's label; a forged workflow
     command never starts a line and an escape sequence reaches no terminal."""

@@ -10,7 +10,7 @@ import hashlib
 
 import numpy as np
 import pytest
-from conftest import EXERCISES, SOLUTIONS, write_variant
+from conftest import EXERCISES, SOLUTIONS, tiered, write_variant
 from safetensors.numpy import load_file
 
 from grader.checks import registry
@@ -70,7 +70,8 @@ def one_lane_and_two(grade_in, monkeypatch) -> tuple[dict, dict]:
     return verdicts(1), verdicts(2)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+# make test grades the GPT-2 lane's mistake in one lane and two; make test-all the other lane's too.
+@pytest.mark.parametrize("variant", tiered(VARIANTS, ("attention",)))
 def test_a_mistake_in_either_lane_gets_the_same_verdicts_in_one_lane_or_two(variant, grade, tmp_path, monkeypatch):
     package = write_variant(tmp_path, VARIANTS[variant])
     checks = ("attention", "kv_cache", "sampling.greedy", "sampling.top_k")  # two of each lane

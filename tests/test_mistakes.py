@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import by_id, write_variant
+from conftest import by_id, tiered, write_variant
 
 SCALED = "attn_scores / self.cfg.d_head**0.5"
 GELU_BODY = (
@@ -296,7 +296,23 @@ MISTAKES = {
 }
 
 
-@pytest.mark.parametrize("mistake", MISTAKES)
+# `make test` grades one mistake of each check (and a misnamed parameter, which fails before any value is compared);
+# `make test-all` every one.
+QUICK = (
+    "variance with N-1",
+    "a misnamed parameter",
+    "PosEmbed without the batch axis",
+    "no 1/sqrt(d_head) scaling",
+    "a mask anchored at the first key (the offset ignored)",
+    "forgotten b_in",
+    "exact erf GELU as gelu_new",
+    "forgotten b_U",
+    "the attention residual left out",
+    "a single block instead of the stack",
+)
+
+
+@pytest.mark.parametrize("mistake", tiered(MISTAKES, QUICK))
 def test_mistake_fails_at_its_check_and_is_named(mistake, grade, tmp_path):
     check_id, edits, fragment, hint = MISTAKES[mistake]
     result = by_id(grade(write_variant(tmp_path, edits), check_id))[check_id]

@@ -35,9 +35,7 @@ def quick(names: Sequence[str], table: dict, quick_ones: tuple[str, ...]) -> lis
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize(
-    ("statement", "status", "fragment"), quick(ENDS_ANY_PROCESS, BREAKING, ("os._exit", "KeyboardInterrupt"))
-)
+@pytest.mark.parametrize(("statement", "status", "fragment"), quick(ENDS_ANY_PROCESS, BREAKING, ("os._exit",)))
 def test_a_check_that_breaks_the_worker_costs_only_itself(statement, status, fragment, grade, tmp_path):
     """A fresh worker serves the checks after one that hangs or ends the worker."""
     package = write_variant(tmp_path, {"attention.py": attention_body_prefix(statement)})
@@ -47,6 +45,7 @@ def test_a_check_that_breaks_the_worker_costs_only_itself(statement, status, fra
     assert results["embed"].status == results["mlp"].status == "pass"
 
 
+@pytest.mark.slow  # test_hostile's segfault, forked, runs in `make test`
 @pytest.mark.skipif(sys.platform == "win32", reason="Windows has no signals to name")
 def test_a_segfault_is_named(grade, tmp_path):
     package = write_variant(tmp_path, {"attention.py": attention_body_prefix("import ctypes; ctypes.string_at(0)")})
@@ -56,6 +55,7 @@ def test_a_segfault_is_named(grade, tmp_path):
 
 
 @pytest.mark.fast
+@pytest.mark.slow  # waits out its timeout; test_hostile's infinite loop, forked, runs in `make test`
 def test_the_timeout_is_the_checks_own(grade, tmp_path, monkeypatch):
     """The grader kills the hung worker at the check's timeout, not after the grace period a fork server
     gets (made ten minutes here, so that waiting for it could not pass for a slow machine)."""
@@ -84,7 +84,7 @@ HOSTILE = {
 
 @pytest.mark.parametrize(
     ("statement", "fragment"),
-    quick(list(HOSTILE), HOSTILE, ("tensor subclass", "integer dtype", "run-time transformers")),
+    quick(list(HOSTILE), HOSTILE, ("tensor subclass", "run-time transformers")),
 )
 def test_outputs_are_validated_and_reference_imports_refused(statement, fragment, grade, tmp_path):
     result = by_id(
@@ -107,6 +107,7 @@ def test_patched_comparisons_fool_nothing(grade, tmp_path):
 
 
 @pytest.mark.fast
+@pytest.mark.slow  # the `grade` command; test_first_report's printed lines, forked, run in `make test`
 def test_learner_output_never_reaches_the_answers_or_the_report(reference, tmp_path):
     """Unforked, the learner's code prints on the worker's stdout, which is no longer the answer channel."""
     forged = 'import os; print(\'PRINTED BY LEARNER\'); os.write(1, b\'{"ending": "crashed", "reason": "FORGED"}\\n\')'
@@ -123,7 +124,7 @@ FORKED_HERE = "raise ValueError('TMPDIR=' + os.environ.get('TMPDIR', 'unset'))" 
 
 
 @LINUX
-@pytest.mark.parametrize(("switch", "forked"), [("0", False), ("1", True)])
+@pytest.mark.parametrize(("switch", "forked"), [("0", False), pytest.param("1", True, marks=pytest.mark.slow)])
 def test_grade_passes_the_switch_to_the_worker_and_says_sandbox_off(switch, forked, reference, tmp_path):
     edits = {"embedding.py": [("        return self.W_E[tokens]", f"        import os\n        {FORKED_HERE}")]}
     package = write_variant(tmp_path, edits)

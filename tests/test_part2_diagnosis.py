@@ -170,6 +170,8 @@ def test_beam_filter_returning_lists_is_said_so_at_its_def(graded):
     assert {(r.file, r.line) for r in (results["beam.filter"], search)} == {("sampling.py", line)}
 
 
+# Two of the four slip packages (model_given_a_list, filter_returns_one_beams), each a grading, run in `make test-all`.
+@pytest.mark.slow
 def test_beam_filter_returning_one_beams_is_said_so(graded):
     package, results = graded("filter_returns_one_beams")
     line = def_line(package, "Beams.filter")
@@ -178,6 +180,7 @@ def test_beam_filter_returning_one_beams_is_said_so(graded):
     assert results["beam.generate"].status == "pass" and not results["beam.generate"].hint
 
 
+@pytest.mark.slow
 def test_beam_generate_giving_the_model_a_list_is_said_so_at_its_line(graded):
     package, results = graded("model_given_a_list")
     line, code = line_with(package, MODEL_GIVEN_A_LIST)
@@ -191,6 +194,7 @@ def test_beam_generate_giving_the_model_a_list_is_said_so_at_its_line(graded):
 
 
 TOP_K_FUNCTION, TOP_P_FUNCTION = "TransformerSampler.sample_top_k", "TransformerSampler.sample_top_p"
+SLOW = pytest.mark.slow  # the packages graded only in `make test-all` (above)
 
 
 @pytest.mark.parametrize(
@@ -201,9 +205,9 @@ TOP_K_FUNCTION, TOP_P_FUNCTION = "TransformerSampler.sample_top_k", "Transformer
         ("cross_beam_ban", "sampling.top_p", checks.INDEX_NOT_MAPPED, TOP_P_FUNCTION),
         ("filter_returns_lists", "sampling.top_k", checks.SMALLEST_K, TOP_K_FUNCTION),
         ("filter_returns_lists", "sampling.top_p", checks.NOT_RENORMALISED, TOP_P_FUNCTION),
-        ("model_given_a_list", "sampling.top_k", checks.NOT_RENORMALISED, TOP_K_FUNCTION),
-        ("model_given_a_list", "sampling.top_p", checks.CROSSING_DROPPED, TOP_P_FUNCTION),
-        ("filter_returns_one_beams", "sampling.top_k", checks.INDEX_NOT_MAPPED, TOP_K_FUNCTION),
+        pytest.param("model_given_a_list", "sampling.top_k", checks.NOT_RENORMALISED, TOP_K_FUNCTION, marks=SLOW),
+        pytest.param("model_given_a_list", "sampling.top_p", checks.CROSSING_DROPPED, TOP_P_FUNCTION, marks=SLOW),
+        pytest.param("filter_returns_one_beams", "sampling.top_k", checks.INDEX_NOT_MAPPED, TOP_K_FUNCTION, marks=SLOW),
     ],
 )
 def test_sampling_and_beam_slips_are_named_at_the_learners_function(graded, package, check_id, hint, function):

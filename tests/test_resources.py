@@ -24,6 +24,9 @@ kernel_counted = pytest.mark.skipif(
     cgroup.hierarchies() is None, reason="no cgroup the grader may make here (an ordinary user without delegation)"
 )
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the scratch is a tmpfs of its own where the grader is root")
+# Each of these grades a hostile package twice and waits for the kernel to stop it (3 to 8 s each): `make test-all`.
+# `make test` keeps the printed output's cap, the scratch's cap and test_sandbox's memory limit.
+slow_cap = pytest.mark.slow
 
 
 def attention(grade, package, **limits):
@@ -63,6 +66,7 @@ MEMFD = once("""
 
 
 @kernel_counted
+@slow_cap
 def test_shared_anonymous_memory_counts(grade, tmp_path):
     package = attention_variant(tmp_path, SHARED_ANONYMOUS)
     limited = attention(grade, package, memory_gb=2, timeout=30)
@@ -72,6 +76,7 @@ def test_shared_anonymous_memory_counts(grade, tmp_path):
 
 
 @kernel_counted
+@slow_cap
 def test_memfd_pages_count(grade, tmp_path):
     package = attention_variant(tmp_path, MEMFD)
     limited = attention(grade, package, memory_gb=1, timeout=30)
@@ -98,6 +103,7 @@ SOCKET_BUFFERS = once("""
 """)
 
 
+@slow_cap
 def test_socket_buffers_are_bounded_by_the_descriptors(grade, tmp_path):
     package = attention_variant(tmp_path, SOCKET_BUFFERS)
     capped = attention(grade, package, memory_gb=1, timeout=30)
@@ -125,6 +131,7 @@ FORK_BOMB = once("""
 
 
 @kernel_counted
+@slow_cap
 def test_a_fork_bomb_is_bounded_by_the_check_group(grade, tmp_path):
     result = attention(grade, attention_variant(tmp_path, FORK_BOMB), sandbox=False, timeout=60)
     assert result.status == "error" and "only" in result.message, result.message
@@ -171,6 +178,7 @@ BIG_FILE = once("""
 """)
 
 
+@slow_cap
 def test_a_file_of_the_scratch_is_capped(grade, tmp_path):
     package = attention_variant(tmp_path, BIG_FILE)
     capped = attention(grade, package, timeout=30)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
+from conftest import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
 
 from grader.checks import beam, registry
 from grader.checks import sampling as checks
@@ -299,10 +299,38 @@ def test_a_broken_model_does_not_fail_the_sampling_checks(grade, tmp_path):
     }
 
 
-@pytest.mark.parametrize("mistake", MISTAKES)
-def test_mistake_fails_at_its_check_with_its_message(mistake, grade, tmp_path):
+@pytest.fixture(scope="module")
+def graded_mistake(grade, tmp_path_factory):
+    """name -> the result of its check, each mistake's variant graded once, when a test first asks: the two tests
+    below read the same grading."""
+    done = {}
+
+    def result(name: str):
+        if name not in done:
+            check_id, edits, _ = MISTAKES[name]
+            package = write_variant(tmp_path_factory.mktemp("mistake"), edits)
+            done[name] = by_id(grade(package, check_id))[check_id]
+        return done[name]
+
+    return result
+
+
+# `make test` grades a mistake of each file's main checks (sampling's temperature, top-k, top-p and generate, beam
+# search, the KV cache); `make test-all` every one.
+QUICK = (
+    "temperature multiplied",
+    "top-k from all tokens",
+    "top-p drops the crossing token",
+    "new token not fed back",
+    "beams not sorted",
+    "KV cache positions off by one",
+)
+
+
+@pytest.mark.parametrize("mistake", tiered(MISTAKES, QUICK))
+def test_mistake_fails_at_its_check_with_its_message(mistake, graded_mistake):
     check_id, edits, fragment = MISTAKES[mistake]
-    result = by_id(grade(write_variant(tmp_path, edits), check_id))[check_id]
+    result = graded_mistake(mistake)
     assert result.status == "fail", (result.status, result.message)
     assert fragment in "\n".join(result.diagnosis()), result.diagnosis()
     assert result.score == 0
@@ -310,17 +338,20 @@ def test_mistake_fails_at_its_check_with_its_message(mistake, grade, tmp_path):
     assert "--trace" not in result.next_step
 
 
-@pytest.mark.parametrize("mistake", [name for name, (check_id, _, _) in MISTAKES.items() if check_id != "kv_cache"])
-def test_a_named_mistake_is_the_hint_and_the_next_step(mistake, grade, tmp_path):
+@pytest.mark.parametrize(
+    "mistake",
+    tiered([name for name, (check_id, _, _) in MISTAKES.items() if check_id != "kv_cache"], QUICK[:-1]),  # no KV cache
+)
+def test_a_named_mistake_is_the_hint_and_the_next_step(mistake, graded_mistake):
     """The same mechanism as the model's checks: the case's known mistakes, matched by the check's
     own comparison, give the hint, and the next step names it."""
     check_id, edits, fragment = MISTAKES[mistake]
-    result = by_id(grade(write_variant(tmp_path, edits), check_id))[check_id]
+    result = graded_mistake(mistake)
     assert fragment in (result.hint or ""), (result.message, result.hint)
     assert fragment not in result.message and result.next_step == f"most likely: {result.hint}"
 
 
-@pytest.mark.parametrize("alternative", ALTERNATIVES)
+@pytest.mark.parametrize("alternative", tiered(ALTERNATIVES, ("greedy returns a tensor", "top-k by masking")))
 def test_correct_code_in_another_style_passes(alternative, grade, tmp_path):
     check_ids, edits = ALTERNATIVES[alternative]
     report = by_id(grade(write_variant(tmp_path, edits), *check_ids))

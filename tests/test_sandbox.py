@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from conftest import EXERCISES, REPO, SOLUTIONS, by_id, run_grade, write_variant
+from conftest import EXERCISES, REPO, SOLUTIONS, by_id, run_grade, tiered, write_variant
 from test_hostile import attention_body_prefix
 from test_workflows import github_outputs
 
@@ -175,7 +175,12 @@ ROUTE_IDS = [
 ]
 
 
-@pytest.mark.parametrize("route", ROUTE_IDS)
+# One route per way out (a file, native code, another process, a link, the grader's process) in
+# `make test`; every route in `make test-all`.
+QUICK_ROUTES = ("open", "ctypes", "a subprocess", "a symlink", "the grader's /proc")
+
+
+@pytest.mark.parametrize("route", tiered(ROUTE_IDS, QUICK_ROUTES))
 def test_reaching_for_the_reference_scores_nothing(route, routes, grade, tmp_path):
     os.makedirs(os.environ["HF_HUB_CACHE"], exist_ok=True)
     results = by_id(grade(attention_variant(tmp_path, routes[route]), "embed", "attention"))
@@ -183,7 +188,7 @@ def test_reaching_for_the_reference_scores_nothing(route, routes, grade, tmp_pat
     assert results["embed"].status == "pass"
 
 
-@pytest.mark.parametrize("route", ["ctypes", "a subprocess", "the grader's /proc"])
+@pytest.mark.parametrize("route", tiered(["ctypes", "a subprocess", "the grader's /proc"], ("ctypes",)))
 def test_without_the_sandbox_the_same_code_gets_through(route, routes, grade, tmp_path):
     """The control: unconfined, these routes reach the file, so the tests above test the sandbox."""
     result = by_id(grade(attention_variant(tmp_path, routes[route]), "attention", sandbox=False))["attention"]
@@ -236,6 +241,7 @@ def send_a_datagram(port: int) -> str:
     )
 
 
+@pytest.mark.slow  # the network's promise runs in `make test` as test_no_network
 def test_no_datagram_leaves_the_check(grade, tmp_path):
     """UDP is out of Landlock's reach: the system-call filter makes no socket but unix ones (and as
     root, the check's own network namespace would have no way out)."""
@@ -332,7 +338,7 @@ def daemons() -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("confined", [True, False], ids=["sandbox", "no sandbox"])
+@pytest.mark.parametrize("confined", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["sandbox", "no sandbox"])
 def test_no_learner_process_outlives_its_check(confined, grade, tmp_path):
     """The daemon holds every descriptor the check had: the check still passes, and nothing is left."""
     result = by_id(grade(attention_variant(tmp_path, DAEMON), "attention", timeout=20, sandbox=confined))["attention"]
@@ -340,6 +346,8 @@ def test_no_learner_process_outlives_its_check(confined, grade, tmp_path):
     assert daemons() == []
 
 
+# About a minute: the grading waits out the daemon. test_no_learner_process_outlives_its_check runs in `make test`.
+@pytest.mark.slow
 def test_reports_are_written_after_every_learner_process_is_gone(reference, tmp_path):
     report = tmp_path / "report.json"
     late_write = (  # a daemon that waits for the report, then overwrites it
@@ -450,6 +458,7 @@ def test_notebook_verdicts_come_from_a_process_of_their_own(reference, monkeypat
         NotebookGrader(package).grade_check("embed")
 
 
+@pytest.mark.slow  # the `grade` command twice; test_reports_say_when_the_sandbox_is_off runs it in `make test`
 def test_require_sandbox_refuses_without_one(reference, tmp_path):
     refused = run_grade(
         "--reference", "random", "--solutions", "embed", "--require-sandbox", env={"GPT2_GRADER_SANDBOX": "off"}

@@ -60,6 +60,7 @@ def forge(reference, root: Path, outputs: dict) -> Path:
     return entry
 
 
+@pytest.mark.slow  # two gradings besides the unconfined run of its fixture; the seal's hashing runs in `make test`
 def test_a_forged_record_is_believed_only_without_the_sandbox(reference, n_minus_1, monkeypatch, tmp_path):
     from grader.host.pipeline import ReferenceTampered, grade_package
     from grader.host.runner import Limits

@@ -71,6 +71,7 @@ def test_the_checks_on_the_model_say_they_ran_on_the_stand_in(syntax_error):
         assert not stand_in_notes(syntax_error[check_id]), check_id
 
 
+@pytest.mark.slow  # a second variant graded on the model's checks; the syntax error's runs in `make test`
 def test_a_transformer_that_fails_its_own_check_costs_its_own_check_only(no_ln_final):
     assert no_ln_final["transformer"].status == "fail"
     assert "ln_final is not applied" in no_ln_final["transformer"].hint
@@ -86,6 +87,7 @@ def test_the_solutions_are_graded_on_their_own_transformer(grade):
     assert not [result.id for result in results if stand_in_notes(result)]
 
 
+@pytest.mark.slow  # GPT-2's forward pass twice (about 3 s); in `make test` the checks graded on the stand-in pass
 def test_the_stand_in_computes_gpt2(reference):
     """Loaded with the reference's weights, the stand-in gives the reference's logits within the transformer check's
     tolerance: it is a model the learner's functions may be graded on."""

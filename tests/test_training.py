@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import EXERCISES, SOLUTIONS, by_id, write_variant
+from conftest import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
 
 from grader.checks.training import OUTCOME_TIMEOUT
 
@@ -99,7 +99,11 @@ def test_stubs_are_todo(grade):
     assert {c.id: c.status for c in grade(EXERCISES, "training").checks} == dict.fromkeys(TRAINING_CHECKS, "todo")
 
 
-@pytest.mark.parametrize("mistake", MISTAKES)
+# `make test-all` also grades "weight decay on every parameter" (about 1.5 s); make_optimizer's other mistake is quick.
+QUICK = [name for name in MISTAKES if name != "weight decay on every parameter"]
+
+
+@pytest.mark.parametrize("mistake", tiered(MISTAKES, QUICK))
 def test_mistake_fails_at_its_check_with_its_hint(grade, tmp_path, mistake):
     check_id, edits, hint = MISTAKES[mistake]
     result = by_id(grade(write_variant(tmp_path, {"training.py": edits}), check_id))[check_id]
