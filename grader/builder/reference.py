@@ -1,4 +1,4 @@
-"""The reference: GPT-2 small through transformer_lens, the only module that imports it.
+"""The reference: GPT-2 small through transformer_lens (which only the builder's folder imports).
 
 It runs in its own process (`python -m grader.builder.reference`), builds every registered check's cases
 once and writes them to a cache entry (see `refcache`), so grading itself never imports
