@@ -258,8 +258,8 @@ def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProces
 
 def tiered(values, quick, ids=None) -> list:
     """Parameters for `parametrize`: those whose id is in `quick` run in `make test`, the others are marked slow and
-    left to `make test-all` (docs/maintainers.md, "The test tiers"). `values` are the parameters as parametrize takes
-    them (a dict's keys, say); `ids`, when given, are their ids, else each value is its own id."""
+    left to `make test-all`. `values` are the parameters as parametrize takes them (a dict's keys, say; a tuple is the
+    values of several argument names); `ids`, when given, are their ids, else each value is its own id."""
     ids = list(values) if ids is None else list(ids)
     unknown = set(quick) - set(ids)
     assert not unknown, f"quick parameters that are not among the ids: {sorted(unknown)}"
