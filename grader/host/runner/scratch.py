@@ -4,6 +4,7 @@ can mount one."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
 import sys
@@ -23,8 +24,10 @@ def scratch_filesystem(scratch: Path):
     try:
         yield
     finally:
-        if mounted:
-            _libc().umount2(bytes(scratch), MNT_DETACH)  # the rmtree after it then removes the empty directory
+        # The rmtree after it then removes the empty directory; a tmpfs left mounted is said, not fatal.
+        if mounted and _libc().umount2(bytes(scratch), MNT_DETACH) != 0:
+            error = os.strerror(ctypes.get_errno())
+            print(f"grade: the scratch tmpfs at {scratch} stays mounted: {error}", file=sys.stderr)
 
 
 def _mount_tmpfs(scratch: Path) -> bool:
@@ -35,7 +38,10 @@ def _mount_tmpfs(scratch: Path) -> bool:
 
 
 @functools.cache
-def _libc():
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True)
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
+    libc.mount.restype = ctypes.c_int
+    libc.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
+    libc.umount2.restype = ctypes.c_int
+    return libc
