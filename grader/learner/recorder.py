@@ -14,7 +14,9 @@ def parameter_shapes(root, recorder: Recorder) -> list[ParameterShape]:
     shapes = []
     for name, parameter in root.named_parameters():
         path, _, own = name.rpartition(".")
-        shapes.append(ParameterShape(recorder.tag_of_path(path), own, list(parameter.shape)))
+        # What carries no flag (a stand-in the recorder is handed for a tensor) trains, as a Parameter does by default.
+        trains = bool(getattr(parameter, "requires_grad", True))
+        shapes.append(ParameterShape(recorder.tag_of_path(path), own, list(parameter.shape), trains))
     return shapes
 
 

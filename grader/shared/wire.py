@@ -193,6 +193,7 @@ class ParameterShape:
     tag: Text
     name: Text
     shape: list[int]
+    requires_grad: bool = True  # as `grade --show` prints it: False for a parameter the learner froze
 
 
 @message
