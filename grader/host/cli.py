@@ -75,10 +75,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--seed", type=int, default=0, metavar="N", help="seed of the random inputs (default: 0); the report prints it"
     )
-    watch = "keep running: each save regrades the checks of the saved file and says what changed (Ctrl-C ends)"
-    download = "fetch GPT-2 into the Hugging Face cache (online, once) and exit"
-    add_switches(p, {"--list": "list the checks and exit", "--watch": watch, "--download": download})
+    add_switches(p, {"--list": "list the checks and exit"})
+    add_switches(p.add_mutually_exclusive_group(), TERMINAL_MODES)
+    add_switches(p, {"--download": "fetch GPT-2 into the Hugging Face cache (online, once) and exit"})
     return p
+
+
+# Ways of grading that print to the terminal instead of the report, so they write no report file.
+TERMINAL_MODES = {
+    "--watch": "keep running: each save regrades the checks of the saved file and says what changed (Ctrl-C ends)",
+    "--hint": "show the next hint (the idea, then where, then the numbers) for the first failing check",
+    "--show": "print your module on GPT-2's weights: parameters, each step's shape, predictions, the diff",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,9 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownCheck as error:
         print(f"grade: {error}", file=sys.stderr)
         return 2
-    if args.watch and any(not r.always for r in chosen_renderers(args)):  # a file would hold one run of many
+    mode = next((flag for flag in TERMINAL_MODES if getattr(args, flag[2:])), None)
+    if mode and any(not r.always for r in chosen_renderers(args)):  # --watch: a file would hold one run of many
         print(
-            "grade: --watch reports in the terminal only; run grade without it to write report files", file=sys.stderr
+            f"grade: {mode} reports in the terminal only; run grade without it to write report files", file=sys.stderr
         )
         return 2
     package = REPO_ROOT / "solutions" if args.solutions else (args.exercises or default_exercises())
@@ -133,7 +142,7 @@ def grade(checks, package: Path, args) -> int:
     limits = Limits(
         timeout=args.timeout,
         memory_gb=args.memory_limit,
-        trace=args.trace,
+        trace=args.trace or args.show,  # --show prints every tensor the learner's code names
         sandbox=not args.no_sandbox,
         device=args.device,
     )
@@ -164,20 +173,58 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
             from grader.host.watch import watch
 
             return watch(package, checks, reference, processes, Console(), not args.quiet, rebuilt)
+        kept = KeptOutcomes(processes)
         try:
             with errors.status(f"running {len(checks)} checks on {package}"):
-                report = grade_package(package, checks, reference, processes=processes)
+                report = grade_package(package, checks, reference, processes=kept)
         except ReferenceTampered as error:
-            report = grade_package(package, checks, rebuilt(reference, error), processes=processes)
+            report = grade_package(package, checks, rebuilt(reference, error), processes=kept)
     except (ReferenceTampered, ReferenceUnavailable) as again:
         print(f"grade: no trustworthy reference: {again}", file=sys.stderr)
         return 2
     sandbox.end_descendants()  # nothing the learner's code started may touch what is written next
+    if args.hint or args.show:
+        return inspected(report, kept, package, args.hint)
     for emit in emits:  # the terminal's report, then the files, then GitHub's step
         emit(report)
     if not report.passed:  # CI prints only "exit code 1": say what it means
         passing = sum(check.status == "pass" for check in report.checks)
         print(f"grade: {passing} of {len(report.checks)} checks pass; the exit code is 1 until all do", file=sys.stderr)
+    return 0 if report.passed else 1
+
+
+class KeptOutcomes:
+    """The learner's processes as `grade_package` uses them, keeping what each check's process sent back and the
+    reference it was graded against: --hint and --show read more of them than a report holds."""
+
+    def __init__(self, processes):
+        self.processes, self.outcomes, self.reference = processes, {}, None
+
+    @property
+    def limits(self):
+        return self.processes.limits
+
+    def run(self, package: Path, checks: list, reference) -> dict:
+        self.outcomes, self.reference = self.processes.run(package, checks, reference), reference
+        return self.outcomes
+
+
+def inspected(report, kept: KeptOutcomes, package: Path, hint: bool) -> int:
+    """`grade --hint` or `grade --show` on a grading: the exit code is the grading's."""
+    from grader.checks import registry
+    from grader.host.verdict import Evidence
+
+    checks = {check.id: check for check in registry()}
+    evidences = {
+        result.id: Evidence(checks[result.id], kept.outcomes[result.id], kept.reference) for result in report.checks
+    }
+    if hint:
+        from grader.host.hints import hint as give_hint
+
+        return give_hint(report, evidences, package)
+    from grader.host.show import printout
+
+    print("\n".join(printout(report, evidences, kept.reference)))
     return 0 if report.passed else 1
 
 
