@@ -37,10 +37,10 @@ WIDTH = 100  # of a course page's paragraph, rewrapped
 def hint(report: Report, evidences: dict[str, Evidence], package: Path) -> int:
     """Print the next hint of the first failing check (none when every check passes); the exit code, as grade's."""
     path = package.parent / STATE_FILE
-    levels, problem = read_levels(path)
+    remembered, problem = read_levels(path)
     if problem:
         say(problem)
-    levels = {check_id: level for check_id, level in levels.items() if not passes(report, check_id)}
+    levels = {check_id: level for check_id, level in remembered.items() if not passes(report, check_id)}
     failing = next((result for result in report.checks if result.status != "pass"), None)
     if failing is None:
         print(f"every selected check passes ({len(report.checks)} of {len(report.checks)}): no hint to give")
@@ -48,9 +48,10 @@ def hint(report: Report, evidences: dict[str, Evidence], package: Path) -> int:
         level = min(levels.get(failing.id, 0) + 1, LEVELS)
         levels[failing.id] = level
         print("\n".join(hint_lines(level, failing, evidences[failing.id])))
-    problem = write_levels(path, levels)
-    if problem:
-        say(problem)
+    if levels != remembered or problem:  # a passing package leaves no file behind
+        problem = write_levels(path, levels)
+        if problem:
+            say(problem)
     return 0 if failing is None else 1
 
 
