@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import watchfiles
@@ -64,10 +64,20 @@ def regraded(saved: Sequence[str], watched: Sequence[Check]) -> list[Check]:
 STILL = {"fail": "still fails", "error": "still an error", "timeout": "still times out", "todo": "still to do"}
 
 
-def check_lines(results: Sequence[CheckResult]) -> list[Text]:
+def starts_failing(before: Mapping[str, CheckResult] | None, now: CheckResult) -> bool:
+    """Whether a check fails now and did not in the last run (it passed, was todo, or had not run): the moment
+    its course page is named. One that still fails was told its page by the first report or an earlier save."""
+    if now.page_to_read is None or before is None:
+        return False
+    last = before.get(now.id)
+    return last is None or last.page_to_read is None
+
+
+def check_lines(results: Sequence[CheckResult], before: Mapping[str, CheckResult] | None = None) -> list[Text]:
     """One line per regraded check, with its message unless it passes, and for a failing one the line
     that says what to do. Checks stopped by one identical error share one line (a syntax error stops
-    every check of its file), as in the terminal's table."""
+    every check of its file), as in the terminal's table. With the last run's results (`before`), a check
+    that starts failing gets a `read:` line with its course page, once: not again while it still fails."""
     groups = [(text.group_label([result.id for result in group]), group) for group in text.shared_errors(results)]
     width = max(len(label) for label, _ in groups)
     lines = []
@@ -84,6 +94,9 @@ def check_lines(results: Sequence[CheckResult]) -> list[Text]:
         next_step = [line for line in result.diagnosis() if line.startswith("next: ")]
         if result.status == "fail" and next_step:
             lines.append(Text(" " * (width + 4) + next_step[0]))
+        pages = dict.fromkeys(member.page_to_read for member in group if starts_failing(before, member))
+        if pages:  # the course page of each check that starts failing, as the full report's `read:` line
+            lines.append(Text(" " * (width + 4) + f"read: {', '.join(page for page in pages if page)}"))
     return lines
 
 
@@ -164,7 +177,7 @@ class Watch:
         results = self.grade(checks).checks
         for line in [
             *(line for result in results for line in text.trace(result)),
-            *check_lines(results),
+            *check_lines(results, before),
             *(line for result in results for line in (text.printed(result) if show_printed else [])),
             changes_line(before, results),
             score_line([self.latest[check.id] for check in self.watched]),

@@ -152,13 +152,16 @@ def todo_files(report: Report) -> str:
 
 
 def start_here(report: Report) -> str | None:
-    """Where the first todo check in course order lives, and the command that grades it alone."""
+    """Where the first todo check in course order lives, the command that grades it alone, and its course page
+    (read before writing it): "start here: exercises/embedding.py, Embed.forward; then `grade embed`; read:
+    docs/course/02-embed.md"."""
     first = next((check for check in report.checks if check.status == "todo"), None)
     if first is None:
         return None
     target = first.target or first.id
     lead = "start here" if not any(check.status == "pass" for check in report.checks) else "next to write"
-    return f"{lead}: {shown_path(report.package, first.file or '')}, {target}; then `grade {first.id}`"
+    read = f"; read: {first.page}" if first.page else ""  # last, so a narrow terminal folds the line after the command
+    return f"{lead}: {shown_path(report.package, first.file or '')}, {target}; then `grade {first.id}`{read}"
 
 
 def shown_path(package: str, file: str) -> str:
