@@ -4,8 +4,10 @@
     python -m grader.host.notebooks grade SUBMITTED_DIR --csv grades.csv [--db URL] [CHECK ...]
 
 Each notebook is an nbgrader source notebook, generated from the same sources as `exercises/`:
-a short explanation per file, the file itself as a solution cell (nbgrader's `generate_assignment`
-turns its solution regions into stubs), and after it one autograded test cell per check.
+a short explanation per file with a link to its course page (docs/course/), the file itself as a solution
+cell (nbgrader's `generate_assignment` turns its solution regions into stubs), and after it one autograded
+test cell per check. The links go to the learner repository on GitHub when `--source` is a GitHub URL, else
+they are the pages' paths in the repository (`pages_base`).
 
 In the kernel, `%load_ext grader.host.notebooks` adds the `%%exercise FILE` cell magic: the cell is
 written to `notebook_exercises/FILE` beside the notebook and run as that module of the package,
@@ -125,35 +127,100 @@ def part_files(part: str, checks: list, solutions: Path) -> list[str]:
     return given + [file for file, first in owner.items() if first == part]
 
 
+# A GitHub repository as pip installs from it: git+https://github.com/OWNER/NAME(.git)(@REF)(#...)
+GITHUB_SOURCE = re.compile(r"(?:git\+)?https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?(?:@([^#\s]+))?(?:#\S*)?")
+
+
+def pages_base(source: str) -> str:
+    """What a notebook's links to the course's pages start with. When `--source` is a GitHub repository (the
+    learner repository, which ships docs/course/), its files on GitHub: `https://github.com/OWNER/NAME/blob/REF/`,
+    REF the source's `@ref` or HEAD (the default branch), a link that works wherever the notebook runs (Colab,
+    Jupyter). Otherwise (another host, a path, the placeholder) "": a link is the page's path in the repository,
+    `docs/course/02-embed.md`, which opens where the notebook sits at the repository's root."""
+    found = GITHUB_SOURCE.fullmatch(source.strip())
+    if source == PLACEHOLDER_SOURCE or found is None:
+        return ""
+    owner, name, ref = found.groups()
+    return f"https://github.com/{owner}/{name}/blob/{ref or 'HEAD'}/"
+
+
+def page_title(page: str) -> str:
+    """A course page's title (its first heading), or its file name when it is not in this checkout."""
+    path = REPO_ROOT / page
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    heading = next((line.lstrip("#").strip() for line in lines if line.startswith("# ")), "")
+    return heading or Path(page).name
+
+
+def page_links(pages: list[str], base: str) -> str:
+    """Markdown links to course pages: "[Token embedding](https://github.com/.../docs/course/02-embed.md)"."""
+    return ", ".join(f"[{page_title(page)}]({base}{page})" for page in pages)
+
+
+def file_pages(graded: list) -> list[str]:
+    """The course pages of a file's checks, in course order, each once (attention.py: 05-attention.md)."""
+    from grader.host.course import page_of
+
+    return [page for page in dict.fromkeys(page_of(check.id) for check in graded) if page]
+
+
+def part_pages(graded: list) -> list[str]:
+    """The pages that introduce a part: those covering no check just before its first exercise's page
+    (Part 1: "The model, end to end"); the course's README is not one."""
+    from grader.host.course import COURSE_DIR, PAGES
+
+    names = list(PAGES)
+    pages = [Path(page).name for page in file_pages(graded)]
+    if not pages:
+        return []
+    start = end = min(names.index(name) for name in pages)
+    while start > 0 and not PAGES[names[start - 1]] and names[start - 1] != "README.md":
+        start -= 1
+    return [f"{COURSE_DIR}/{name}" for name in names[start:end]]
+
+
 def part_notebook(number: int, part: str, checks: list, solutions: Path, source: str):
-    """The nbgrader source notebook of one part."""
+    """The nbgrader source notebook of one part: its markdown cells link the course's pages (`pages_base`)."""
     import nbformat
 
     from grader.host.stubs import strip_solutions
 
+    base = pages_base(source)
     introduction = (
         (importlib.import_module(f"grader.checks.{part}").__doc__ or "").strip().split("\n\n")[0]
     )  # the rest is for the grader's authors
+    in_part = [check for check in checks if check.part == part]
+    overview = part_pages(in_part)
+    course = (
+        f"\n\nThe course's pages explain each exercise; read them as you go. This part: "
+        f"{page_links(overview + file_pages(in_part), base)}."
+        if in_part
+        else ""
+    )
     cells = [
-        nbformat.v4.new_markdown_cell(f"# GPT-2 from scratch, part {number}: {part}\n\n{introduction}\n\n{HOW_TO}"),
+        nbformat.v4.new_markdown_cell(
+            f"# GPT-2 from scratch, part {number}: {part}\n\n{introduction}{course}\n\n{HOW_TO}"
+        ),
         nbgrader_cell(SETUP.format(source=source), "setup"),
     ]
     for file in part_files(part, checks, solutions):
-        source = (solutions / f"{file}.py").read_text()
-        graded = [check for check in checks if check.target.file == file and check.part == part]
+        text = (solutions / f"{file}.py").read_text()
+        graded = [check for check in in_part if check.target.file == file]
         listing = "".join(
             f"\n- `{check.id}` ({check.points} point{'s' * (check.points != 1)}): {check.summary}" for check in graded
         )
+        pages = file_pages(graded)
         cells.append(
             nbformat.v4.new_markdown_cell(
-                f"## `{file}.py`\n\n{ast.get_docstring(ast.parse(source)) or ''}"
+                f"## `{file}.py`\n\n{ast.get_docstring(ast.parse(text)) or ''}"
+                + (f"\n\nRead first: {page_links(pages, base)}" if pages else "")
                 + (f"\n\nChecks:{listing}" if listing else "")
             )
         )
-        exercise = strip_solutions(source) != source
+        exercise = strip_solutions(text) != text
         cells.append(
             nbgrader_cell(
-                f"%%exercise {file}.py\n{source}", f"{'exercise' if exercise else 'given'}-{file}", solution=exercise
+                f"%%exercise {file}.py\n{text}", f"{'exercise' if exercise else 'given'}-{file}", solution=exercise
             )
         )
         cells += [
@@ -353,7 +420,9 @@ class NotebookGrader:
         )
         self.noticed = self.noticed or bool(graded.fallback_reason)
         if result.status != "pass":
-            raise AssertionError(f"{check_id}: {result.status}" + (f": {result.message}" if result.message else ""))
+            said = f"{check_id}: {result.status}" + (f": {result.message}" if result.message else "")
+            page = result.page_to_read  # also on the report's `read:` line above; linked in the exercise's cell
+            raise AssertionError(said + (f" (read: {page}, linked above the exercise's cell)" if page else ""))
 
 
 # --- recording the grades, outside any kernel ------------------------------------------------------
@@ -583,6 +652,14 @@ def main(argv: list[str] | None = None) -> int:
             "pass --source URL (e.g. git+https://github.com/you/gpt2-learner) for Colab",
             file=sys.stderr,
         )
+    base = pages_base(source)
+    print(
+        f"notebooks: the course's pages are linked on GitHub, at {base}docs/course/"
+        if base
+        else "notebooks: the course's pages are linked by their paths in the repository (docs/course/...): "
+        "pass --source git+https://github.com/OWNER/NAME to link them on GitHub",
+        file=sys.stderr,
+    )
     written, skipped = write_notebooks(args.outdir, args.solutions, source)
     for reason in skipped:
         print(reason, file=sys.stderr)
