@@ -41,12 +41,17 @@ def reach_beside(shared):
         reached.append("left a file")
     except OSError:
         pass
-    deadline = time.monotonic() + 20
+    # Wait for a classmate's copy in the first call only: every case calls this, and a classmate already
+    # graded would otherwise cost each call the whole wait (the check then times out, unconfined too).
+    deadline = time.monotonic() + (0 if getattr(reach_beside, "waited", False) else 20)
+    reach_beside.waited = True
     try:
-        while "read a classmate" not in reached and time.monotonic() < deadline:
+        while "read a classmate" not in reached:
             copies = [os.path.join(shared, name, "exercises", "attention.py") for name in os.listdir(shared)]
             if any(os.path.exists(copy) and "reach_beside" not in open(copy).read() for copy in copies):
                 reached.append("read a classmate")
+            if time.monotonic() >= deadline:
+                break
             time.sleep(0.1)
     except OSError:
         pass
