@@ -44,9 +44,10 @@ class Sizes:
 
     def axes(self, shape: list[int], batch: int | None, posn: int | None) -> str:
         """ "batch, posn, n_heads, d_head": each axis by the first size it equals (the case's batch and positions
-        first); two position axes side by side are a query's and a key's."""
+        first; batch only as the first axis, so a kept size-1 axis reads 1); two position axes side by side are a
+        query's and a key's."""
         known = [("batch", batch), ("posn", posn), *self.named.items()]
-        names = [next((name for name, size in known if size == n), str(n)) for n in shape]
+        names = [next((name for name, size in known[i > 0 :] if size == n), str(n)) for i, n in enumerate(shape)]
         text = ", ".join(names)
         return text.replace("posn, posn", "query_pos, key_pos")
 
