@@ -117,12 +117,14 @@ def test_the_pages_commands_exist():
 
 
 def test_the_steps_name_each_file_the_tests_require_in_order():
-    """Solution, stub, check file, its place in COURSE, then the variant, with each table the tests read."""
+    """Solution, stub, check file, its place in COURSE, the variant, with each table the tests read, then its
+    course page (PAGES, which tests/test_course_pages.py reads)."""
     text = DOC.read_text()
-    steps = ["solutions/", "make stubs", "grader/checks/model/", "COURSE", *VARIANT_TABLES]
+    steps = ["solutions/", "make stubs", "grader/checks/model/", "COURSE", *VARIANT_TABLES, "PAGES"]
     positions = [text.find(step) for step in steps]
     assert -1 not in positions and positions == sorted(positions), dict(zip(steps, positions, strict=True))
     assert "VARIANTS_ELSEWHERE" in text and "EXEMPT" in text
+    assert isinstance(importlib.import_module("grader.host.course").PAGES, dict)  # the name the page gives
 
 
 def test_the_check_file_template_is_what_the_registry_reads():
