@@ -152,8 +152,11 @@ def kill_group(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def add_grading_options(p, graded: str) -> None:
-    """The options batch and the notebooks' grades share: the reference, the jobs and each check's time limit."""
+def add_grading_options(p, graded: str, csv_help: str) -> None:
+    """The arguments batch and the notebooks' grades share, after their directory: the checks, the CSV to write,
+    the reference, the jobs and each check's time limit."""
+    p.add_argument("checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all)")
+    p.add_argument("--csv", type=Path, required=True, metavar="FILE", help=csv_help)
     p.add_argument(
         "--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)"
     )
@@ -283,15 +286,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="SUBMISSIONS_DIR",
         help="a directory with one learner checkout per subdirectory",
     )
-    p.add_argument("checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all)")
-    p.add_argument("--csv", type=Path, required=True, metavar="FILE", help="the gradebook to write")
     p.add_argument(
         "--results",
         type=Path,
         metavar="DIR",
         help="where to write one JSON result per submission (default: next to the CSV, FILE-results/)",
     )
-    add_grading_options(p, "submissions")
+    add_grading_options(p, "submissions", "the gradebook to write")
     p.add_argument(
         "--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (as grade)"
     )

@@ -611,13 +611,11 @@ def grade_parser() -> argparse.ArgumentParser:
         metavar="SUBMITTED_DIR",
         help="nbgrader's submitted/: one directory per learner, the assignment's notebooks in LEARNER/ASSIGNMENT/",
     )
-    p.add_argument("checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all)")
-    p.add_argument("--csv", type=Path, required=True, metavar="FILE", help="the grades to write")
     p.add_argument("--assignment", default="gpt2", help="the assignment's name in nbgrader (default: gpt2)")
     p.add_argument(
         "--db", metavar="URL", help="nbgrader's gradebook to record the grades in, e.g. sqlite:///gradebook.db"
     )
-    add_grading_options(p, "learners")
+    add_grading_options(p, "learners", "the grades to write")
     return p
 
 
