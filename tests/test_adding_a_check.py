@@ -1,12 +1,13 @@
-"""Adding a check touches the files docs/adding-a-check.md names, and no other: every module under grader/checks/
-has its place in COURSE, every registered check has a written-wrong variant in the tests (or a reason it has
-none), and the page holds to the tree (its paths, its commands, its check file template)."""
+"""Adding a check touches the files docs/adding-a-check.md names, and no other: a check file placed by its own PAGE,
+every registered check has a written-wrong variant in the tests (or a reason it has none), and the page holds to
+the tree (its paths, its commands, its check file template)."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
 import re
+import sys
 import types
 
 import pytest
@@ -18,7 +19,8 @@ import test_training
 from conftest import REPO
 
 import grader.checks
-from grader.checks import COURSE, Check, UndeclaredChecks, check_modules, checks_in, registry
+from grader.checks import PARTS, Check, MisplacedCheck, check_modules, checks_in, registry
+from grader.host.course import COURSE_DIR, page_of
 
 TESTS = REPO / "tests"
 DOC = REPO / "docs" / "adding-a-check.md"
@@ -50,28 +52,53 @@ def in_tables() -> set[str]:
 # --- the registry finds every check file -----------------------------------------------------------
 
 
-def test_every_check_module_has_its_place_in_the_course():
-    declared = [module for modules in COURSE.values() for module in modules]
-    assert sorted(declared) == check_modules(), "each module under grader/checks/ is named once in COURSE"
-
-
-def test_each_module_declares_the_checks_of_the_part_it_is_placed_in():
-    for part, modules in COURSE.items():
-        for module in modules:
-            checks = checks_in(importlib.import_module(f"grader.checks.{module}"))
-            assert checks and {check.part for check in checks} == {part}, module
+def test_every_check_module_names_its_page_and_a_part_of_the_course():
+    for module_name in check_modules():
+        module = importlib.import_module(f"grader.checks.{module_name}")
+        assert (REPO / COURSE_DIR / module.PAGE).is_file(), module_name
+        assert {check.part for check in checks_in(module)} <= set(PARTS), module_name
 
 
 def test_part_one_has_one_file_per_check_named_for_it():
-    for module in COURSE["model"]:
+    for module in (name for name in check_modules() if name.startswith("model.")):
         check = importlib.import_module(f"grader.checks.{module}").CHECK
         assert module == f"model.{check.id.rsplit('.', 1)[-1]}", (module, check.id)
 
 
-def test_the_registry_refuses_a_check_file_the_course_does_not_place(monkeypatch):
-    monkeypatch.setattr(grader.checks, "check_modules", lambda: [*check_modules(), "model.rmsnorm"])
-    with pytest.raises(UndeclaredChecks, match="model.rmsnorm"):
-        registry()
+def test_the_course_follows_the_pages_and_what_each_check_uses():
+    checks = registry()
+    pages = [(PARTS.index(check.part), check.page) for check in checks]
+    assert pages == sorted(pages)
+    for position, check in enumerate(checks):
+        later_on_its_page = {c.id for c in checks[position:] if c.page == check.page}
+        assert not set(check.uses) & later_on_its_page, f"{check.id} comes before a check it uses"
+
+
+def placed_beside_the_course(monkeypatch, source: str, name: str) -> list[str]:
+    """The course's check ids with the template's check file added as grader.checks.model.<name>, and nothing else."""
+    module = types.ModuleType(f"grader.checks.model.{name}")
+    exec(compile(source, str(DOC), "exec"), module.__dict__)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(grader.checks, "check_modules", lambda: sorted([*check_modules(), f"model.{name}"]))
+    return [check.id for check in registry()]
+
+
+def test_a_new_check_file_is_placed_by_its_page_alone(monkeypatch):
+    ids = placed_beside_the_course(monkeypatch, code_block("python"), "rmsnorm")
+    assert ids[ids.index("layernorm") + 1] == "rmsnorm" and page_of("rmsnorm") == f"{COURSE_DIR}/04-layernorm.md"
+
+
+def test_on_its_page_a_new_check_comes_after_the_checks_it_uses(monkeypatch):
+    source = code_block("python").replace('"04-layernorm.md"', '"05-attention.md"')
+    source = source.replace("rmsnorm_cases)", 'rmsnorm_cases, uses=("attention",))')
+    ids = placed_beside_the_course(monkeypatch, source, "aaa_rotary")  # first of the page's modules by name
+    assert ids.index("attention.causal_mask") < ids.index("attention") < ids.index("rmsnorm")
+
+
+def test_the_registry_refuses_a_check_file_without_a_page(monkeypatch):
+    source = re.sub(r"^PAGE = .*$", "", code_block("python"), flags=re.MULTILINE)
+    with pytest.raises(MisplacedCheck, match="rmsnorm.*declare PAGE"):
+        placed_beside_the_course(monkeypatch, source, "rmsnorm")
 
 
 # --- every check has a written-wrong variant --------------------------------------------------------
@@ -117,14 +144,14 @@ def test_the_pages_commands_exist():
 
 
 def test_the_steps_name_each_file_the_tests_require_in_order():
-    """Solution, stub, check file, its place in COURSE, the variant, with each table the tests read, then its
-    course page (PAGES, which tests/test_course_pages.py reads)."""
+    """Solution, stub, check file with its PAGE, the variant, with each table the tests read, then the page's
+    generated block (which tests/test_course_pages.py reads)."""
     text = DOC.read_text()
-    steps = ["solutions/", "make stubs", "grader/checks/model/", "COURSE", *VARIANT_TABLES, "PAGES"]
+    course = "python -m grader.host.course"
+    steps = ["solutions/", "make stubs", "grader/checks/model/", "`PAGE`", *VARIANT_TABLES, course]
     positions = [text.find(step) for step in steps]
     assert -1 not in positions and positions == sorted(positions), dict(zip(steps, positions, strict=True))
     assert "VARIANTS_ELSEWHERE" in text and "EXEMPT" in text
-    assert isinstance(importlib.import_module("grader.host.course").PAGES, dict)  # the name the page gives
 
 
 def test_the_check_file_template_is_what_the_registry_reads():
@@ -132,7 +159,7 @@ def test_the_check_file_template_is_what_the_registry_reads():
     module = types.ModuleType("grader.checks.model.rmsnorm")
     exec(compile(source, str(DOC), "exec"), module.__dict__)
     [check] = checks_in(module)
-    assert isinstance(check, Check) and check.part in COURSE
+    assert isinstance(check, Check) and check.part in PARTS and module.PAGE
     assert f"model.{check.id}" not in check_modules()  # an example, not a check of the course
     top_level = [node for node in ast.parse(source).body if isinstance(node, ast.Import | ast.ImportFrom)]
     imported = [alias.name for node in top_level for alias in node.names] + [

@@ -17,7 +17,7 @@ from test_watch_unit import FIRST, Grading, printed_by, report_of, result
 
 from grader.checks import registry, select
 from grader.host import notebooks
-from grader.host.course import COURSE_DIR, PAGES, page_of
+from grader.host.course import COURSE_DIR, page_of, pages
 from grader.host.render import text
 from grader.host.results import CheckResult, Report
 from grader.host.watch import Watch, check_lines
@@ -164,8 +164,8 @@ def check_part_links(name: str, notebook, base: str) -> None:
     assert links and all(link.startswith(base + COURSE_DIR + "/") for link in links), (name, links)
     assert all((REPO / link.removeprefix(base)).is_file() for link in links), (name, links)  # each page is there
     cells = file_cells(notebook)
-    for file, pages in expected_pages(part).items():
-        assert {link.removeprefix(base) for link in LINK.findall(cells[file])} == pages, (name, file)
+    for file, file_pages in expected_pages(part).items():
+        assert {link.removeprefix(base) for link in LINK.findall(cells[file])} == file_pages, (name, file)
     every = {page_of(check.id) for check in registry() if check.part == part}
     assert every <= {link.removeprefix(base) for link in LINK.findall(notebook.cells[0].source)}, name
 
@@ -252,5 +252,5 @@ def test_a_real_failing_grade_check_names_its_page(reference, tmp_path, capsys):
 def test_every_page_that_covers_a_check_is_linked_by_some_notebook():
     generated, _ = notebooks.source_notebooks(SOLUTIONS)
     linked = {link for notebook in generated.values() for link in links_of(notebook)}
-    assert {f"{COURSE_DIR}/{name}" for name, ids in PAGES.items() if ids} <= linked
+    assert {f"{COURSE_DIR}/{name}" for name, ids in pages().items() if ids} <= linked
     assert Path(COURSE_DIR, "README.md").as_posix() not in linked

@@ -39,10 +39,11 @@ def shown_text(markdown: str) -> str:
 
 
 def test_every_check_is_on_exactly_one_page_and_every_page_is_in_the_map():
-    placed = [check_id for check_ids in course.PAGES.values() for check_id in check_ids]
+    pages = course.pages()
+    placed = [check_id for check_ids in pages.values() for check_id in check_ids]
     assert sorted(placed) == sorted(check.id for check in registry()), "each check on exactly one page"
     assert placed == [check.id for check in registry()], "the pages follow the course's order"
-    assert sorted(path.name for path in COURSE.glob("*.md")) == sorted(course.PAGES)
+    assert sorted(path.name for path in COURSE.glob("*.md")) == sorted(pages) and next(iter(pages)) == "README.md"
     for check in registry():
         page = course.page_of(check.id)
         assert page is not None and (REPO / page).is_file(), check.id

@@ -1,9 +1,10 @@
-"""The registry of checks: one small declaration per check, in the modules `COURSE` names.
+"""The registry of checks: one small declaration per check, in the modules under grader/checks/.
 
 A check says which learner object to build (`Target`), how the reference computes its cases
 (`cases`, run once when the reference cache is built), and how outputs are compared. Nothing here
 knows about output formats or processes. Each module of checks declares `CHECK` (part 1's package,
-`model/`, has one module per check) or `CHECKS`; docs/adding-a-check.md says how to add one.
+`model/`, has one module per check) or `CHECKS`, and `PAGE`, its page of docs/course/, which also places it in
+the course; docs/adding-a-check.md says how to add one.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class Check:
     min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
     uses: tuple[str, ...] = ()  # the checks of the parts its target calls: a failure there is named first
     reads_gpt2: bool = True  # False: its cases hold none of GPT-2's weights or activations (runner.lanes_for)
+    page: str = ""  # its page of docs/course/ (e.g. "05-attention.md"): the module's PAGE, set by checks_in
 
 
 def on_stand_ins(checks: tuple[Check, ...]) -> tuple[Check, ...]:
@@ -92,40 +94,40 @@ def on_stand_ins(checks: tuple[Check, ...]) -> tuple[Check, ...]:
     return tuple(replace(check, reads_gpt2=False) for check in checks)
 
 
-# The course's parts in order (Check.part), each with the modules that declare its checks, in the order a learner
-# meets them: grade --list, the reports and the notebooks follow it.
-COURSE = {
-    "model": (
-        "model.embed",
-        "model.pos_embed",
-        "model.layernorm",
-        "model.causal_mask",
-        "model.attention",
-        "model.gelu_new",
-        "model.mlp",
-        "model.block",
-        "model.unembed",
-        "model.transformer",
-    ),
-    "sampling": ("sampling", "beam", "kv_cache"),
-    "interp": ("interp",),
-    "training": ("training",),
-}
-PARTS = tuple(COURSE)
+# The course's parts in the order a learner meets them (Check.part). Within a part, checks follow their pages of
+# docs/course/ (numbered in reading order), and on one page a check comes after those it `uses`: grade --list,
+# the reports and the notebooks follow that order, so a new check file needs no line anywhere else.
+PARTS = ("model", "sampling", "interp", "training")
 
 
-class UndeclaredChecks(LookupError):
+class MisplacedCheck(LookupError):
     pass
 
 
 def registry() -> tuple[Check, ...]:
-    """Every check, in the order a learner meets them: the CHECK or CHECKS of each module COURSE names."""
-    declared = [module for modules in COURSE.values() for module in modules]
-    undeclared = sorted(set(check_modules()) - set(declared))
-    if undeclared:  # a check file COURSE does not name would otherwise be silently never graded
-        where = f"{', '.join(undeclared)} declared but not placed: add each to COURSE in grader/checks/__init__.py"
-        raise UndeclaredChecks(f"{where}, where a learner meets it (docs/adding-a-check.md)")
-    return tuple(check for module in declared for check in checks_in(importlib.import_module(f"{__name__}.{module}")))
+    """Every check, in the order a learner meets them: the CHECK or CHECKS of each module under grader/checks/."""
+    modules = (importlib.import_module(f"{__name__}.{name}") for name in check_modules())
+    checks = [check for module in modules for check in checks_in(module)]
+    misplaced = [check.id for check in checks if check.part not in PARTS or not check.page]
+    if misplaced:  # a check no learner would meet in order: say so rather than grade it somewhere arbitrary
+        raise MisplacedCheck(
+            f"{', '.join(misplaced)}: each check's part must be one of PARTS in grader/checks/__init__.py and its "
+            "module must declare PAGE, its page of docs/course/ (docs/adding-a-check.md)"
+        )
+    by_page = sorted(checks, key=lambda check: (PARTS.index(check.part), check.page))  # stable: modules' own order
+    return tuple(after_what_they_use(by_page))
+
+
+def after_what_they_use(checks: list[Check]) -> list[Check]:
+    """The checks in their order, except that a check waits for the checks on its page that it `uses`
+    (attention after attention.causal_mask): a stable topological order."""
+    placed, waiting = [], list(checks)
+    while waiting:
+        blocked = {c.id for c in waiting if c.uses and set(c.uses) & {w.id for w in waiting if w.page == c.page}}
+        ready = next((c for c in waiting if c.id not in blocked), waiting[0])  # a cycle: keep the modules' order
+        placed.append(ready)
+        waiting.remove(ready)
+    return placed
 
 
 def check_modules() -> list[str]:
@@ -137,8 +139,9 @@ def check_modules() -> list[str]:
 
 
 def checks_in(module) -> tuple[Check, ...]:
-    """A module's checks: its one `CHECK`, or its `CHECKS` in course order."""
-    return module.CHECKS if hasattr(module, "CHECKS") else (module.CHECK,)
+    """A module's checks, its one `CHECK` or its `CHECKS` in course order, each on the module's `PAGE`."""
+    checks = module.CHECKS if hasattr(module, "CHECKS") else (module.CHECK,)
+    return tuple(replace(check, page=getattr(module, "PAGE", "")) for check in checks)
 
 
 class UnknownCheck(ValueError):

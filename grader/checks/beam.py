@@ -323,6 +323,7 @@ def beams(method: str, driver: str) -> Target:
     return Target("sampling", "Beams", method, driver=f"{DRIVERS}:{driver}")
 
 
+PAGE = "12-beam-search.md"
 CHECKS = on_stand_ins(
     (
         Check(

@@ -243,6 +243,7 @@ def interp(name: str, driver: str | None) -> Target:
 
 
 EXACT_ONLY = Tolerance(atol=0.0, rtol=0.0)
+PAGE = "15-interp.md"
 CHECKS = (
     Check(
         "interp.parameter_counts",

@@ -83,6 +83,7 @@ def kv_cache_cases(ref: Reference) -> list[Case]:
     return cases
 
 
+PAGE = "13-kv-cache.md"
 CHECKS = (
     Check(
         "kv_cache",

@@ -515,6 +515,7 @@ def drawn(check_id: str, points: int, method: str, summary: str, cases, comparis
     )
 
 
+PAGE = "11-sampling.md"
 CHECKS = on_stand_ins(
     (
         exact("sampling.greedy", "greedy_search", "greedy decoding", greedy_cases, same_token),

@@ -349,6 +349,7 @@ def training(name: str, driver: str | None, method: str | None = None) -> Target
 
 
 EXACT = {"tolerance": Tolerance(atol=1e-5, rtol=1e-5), "expected_from": FIRST_PRINCIPLES}
+PAGE = "17-training-loop.md"
 CHECKS = on_stand_ins((
     Check("training.next_token_loss", "training", 1, training("next_token_loss", None), "the next-token loss",
           next_token_loss_cases, **EXACT),

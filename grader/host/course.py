@@ -4,8 +4,8 @@ the report says when one of them fails, generated from the checks' own declarati
     python -m grader.host.course           # rewrite the generated block of every page
     python -m grader.host.course --check   # exit 1 when a page's generated block is stale (nothing written)
 
-`PAGES` is the one map from a page to the checks it covers: every registered check on exactly one page, in
-course order. A report names the page of each failing check from it (`results.CheckResult.page`). The block
+Each check module names its page (`PAGE`); `pages()` lists the pages with the checks on each, in course order,
+and a report names the page of each failing check (`page_of`, read by `results.CheckResult.page`). The block
 between `<!-- generated: report -->` and `<!-- /generated -->` lists, per check, the hints of its named
 mistakes and of its cases, as the reference cache entry records them (the case builders compute them when
 the entry is built); the rest of a page is written by hand.
@@ -27,58 +27,24 @@ START = "<!-- generated: report -->"
 END = "<!-- /generated -->"
 GENERATED_BY = "<!-- written by `python -m grader.host.course` from the checks' declarations: edit those, not this -->"
 
-# Each page of docs/course/, in the order a learner reads them, with the checks it covers.
-PAGES: dict[str, tuple[str, ...]] = {
-    "README.md": (),
-    "01-the-model.md": (),
-    "02-embed.md": ("embed",),
-    "03-pos-embed.md": ("pos_embed",),
-    "04-layernorm.md": ("layernorm",),
-    "05-attention.md": ("attention.causal_mask", "attention"),
-    "06-mlp.md": ("gelu_new", "mlp"),
-    "07-block.md": ("block",),
-    "08-unembed.md": ("unembed",),
-    "09-transformer.md": ("transformer",),
-    "10-sampling-and-beam-search.md": (),
-    "11-sampling.md": (
-        "sampling.greedy",
-        "sampling.temperature",
-        "sampling.frequency_penalty",
-        "sampling.basic",
-        "sampling.top_k",
-        "sampling.top_p",
-        "sampling.generate",
-    ),
-    "12-beam-search.md": ("beam.generate", "beam.filter", "beam.search"),
-    "13-kv-cache.md": ("kv_cache",),
-    "14-looking-inside.md": (),
-    "15-interp.md": (
-        "interp.parameter_counts",
-        "interp.logit_lens",
-        "interp.qk_circuit",
-        "interp.ov_circuit",
-        "interp.fold_layernorm",
-        "interp.direct_path",
-        "interp.is_tied",
-        "interp.erase_direction",
-    ),
-    "16-training.md": (),
-    "17-training-loop.md": (
-        "training.next_token_loss",
-        "training.make_optimizer",
-        "training.lr_at",
-        "training.train_step",
-        "training.evaluate",
-        "training.trainer",
-    ),
-}
-_PAGE_OF = {check_id: f"{COURSE_DIR}/{page}" for page, check_ids in PAGES.items() for check_id in check_ids}
+
+def pages() -> dict[str, tuple[str, ...]]:
+    """Each page of docs/course/ in reading order (its README, then by number), with the checks it covers: those
+    whose module declares it as PAGE, in course order."""
+    from grader.checks import registry
+    from grader.shared.paths import REPO_ROOT
+
+    names = sorted((path.name for path in (REPO_ROOT / COURSE_DIR).glob("*.md")), key=lambda n: (n != "README.md", n))
+    checks = registry()
+    return {name: tuple(check.id for check in checks if check.page == name) for name in names}
 
 
 def page_of(check_id: str) -> str | None:
     """The page that covers a check, relative to the repository's root (`docs/course/05-attention.md`); None for
     an id no page covers (a report built by hand)."""
-    return _PAGE_OF.get(check_id)
+    from grader.checks import registry
+
+    return next((f"{COURSE_DIR}/{check.page}" for check in registry() if check.id == check_id and check.page), None)
 
 
 class StalePage(ValueError):
@@ -137,7 +103,7 @@ def rewritten(name: str, text: str, block: str) -> str:
 
 
 def pages_with_checks() -> dict[str, tuple[str, ...]]:
-    return {page: check_ids for page, check_ids in PAGES.items() if check_ids}
+    return {page: check_ids for page, check_ids in pages().items() if check_ids}
 
 
 def refreshed(root: Path, reference: ReferenceData) -> dict[str, tuple[str, str]]:

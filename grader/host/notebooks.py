@@ -167,14 +167,15 @@ def file_pages(graded: list) -> list[str]:
 def part_pages(graded: list) -> list[str]:
     """The pages that introduce a part: those covering no check just before its first exercise's page
     (Part 1: "The model, end to end"); the course's README is not one."""
-    from grader.host.course import COURSE_DIR, PAGES
+    from grader.host.course import COURSE_DIR, pages
 
-    names = list(PAGES)
+    checks_on = pages()
+    names = list(checks_on)
     pages = [Path(page).name for page in file_pages(graded)]
     if not pages:
         return []
     start = end = min(names.index(name) for name in pages)
-    while start > 0 and not PAGES[names[start - 1]] and names[start - 1] != "README.md":
+    while start > 0 and not checks_on[names[start - 1]] and names[start - 1] != "README.md":
         start -= 1
     return [f"{COURSE_DIR}/{name}" for name in names[start:end]]
 

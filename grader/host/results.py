@@ -45,7 +45,7 @@ class CheckResult:
     page: str | None = None  # the course page that covers this check (docs/course/...): filled from the id
 
     def __post_init__(self):
-        if self.page is None:  # the one place a result gets its page: grader.host.course.PAGES, by check id
+        if self.page is None:  # the one place a result gets its page: its check module's PAGE, by check id
             self.page = page_of(self.id)
 
     @property

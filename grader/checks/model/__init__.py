@@ -15,6 +15,6 @@ first leaves GPT-2's) and what the classic mistakes output (`mistakes`, to name 
 most likely made). The case functions run only when the reference cache is built, so torch is
 imported inside them: grading itself compares NumPy arrays and never imports torch.
 
-Each module declares its `CHECK`; `grader.checks.COURSE` says where a learner meets it, and `_common` holds what
+Each module declares its `CHECK` and its `PAGE` of docs/course/, which place it in the course; `_common` holds what
 more than one of them uses.
 """

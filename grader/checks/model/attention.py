@@ -146,6 +146,7 @@ def _large_scores_case(ref: Reference) -> Case:
     return sublayer_case(ref, name, path, x, ATTENTION_STEPS, by_hand, scaled, hint=SOFTMAX_OVERFLOWS)
 
 
+PAGE = "05-attention.md"
 CHECK = Check(
     "attention",
     "model",

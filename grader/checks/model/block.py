@@ -89,6 +89,7 @@ def block_cases(ref: Reference) -> list[Case]:
     return cases + [_block_case(ref, "blocks.0.one_position", 0, resid_pre(one_position(ref), 0), hint=ONE_POSITION)]
 
 
+PAGE = "07-block.md"
 CHECK = Check(
     "block",
     "model",

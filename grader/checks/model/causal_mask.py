@@ -49,6 +49,7 @@ def causal_mask_cases(ref: Reference) -> list[Case]:
     return cases
 
 
+PAGE = "05-attention.md"
 CHECK = Check(
     "attention.causal_mask",
     "model",

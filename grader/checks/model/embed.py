@@ -20,4 +20,5 @@ def embed_cases(ref: Reference) -> list[Case]:
     return cases + [Case("one_position", [ref.tokens[one]], out, weights="embed.", hint=ONE_POSITION)]
 
 
+PAGE = "02-embed.md"
 CHECK = Check("embed", "model", 1, Target("embedding", "Embed"), "token embedding lookup", embed_cases)

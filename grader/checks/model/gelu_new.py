@@ -49,6 +49,7 @@ def _tanh_by_exp(y: Tensor) -> Tensor:
     return (e - 1) / (e + 1)
 
 
+PAGE = "06-mlp.md"
 CHECK = Check(
     "gelu_new",
     "model",

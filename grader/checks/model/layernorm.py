@@ -82,6 +82,7 @@ def layernorm_cases(ref: Reference) -> list[Case]:
     return cases + [_layernorm_case(ref, f"blocks.{first}.ln1.one_position", f"blocks.{first}.ln1", one, ONE_POSITION)]
 
 
+PAGE = "04-layernorm.md"
 CHECK = Check(
     "layernorm", "model", 2, Target("normalization", "LayerNorm"), "LayerNorm", layernorm_cases, capture=("locals",)
 )

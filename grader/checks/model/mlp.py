@@ -38,4 +38,5 @@ def mlp_cases(ref: Reference) -> list[Case]:
     )
 
 
+PAGE = "06-mlp.md"
 CHECK = Check("mlp", "model", 2, Target("mlp", "MLP"), "MLP", mlp_cases, capture=("locals",), uses=("gelu_new",))

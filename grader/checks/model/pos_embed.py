@@ -61,6 +61,7 @@ def pos_embed_cases(ref: Reference) -> list[Case]:
     return cases
 
 
+PAGE = "03-pos-embed.md"
 CHECK = Check(
     "pos_embed",
     "model",

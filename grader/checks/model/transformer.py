@@ -76,6 +76,7 @@ def transformer_notes(outcome: dict) -> list[str]:
     return notes
 
 
+PAGE = "09-transformer.md"
 CHECK = Check(
     "transformer",
     "model",

@@ -37,4 +37,5 @@ def unembed_cases(ref: Reference) -> list[Case]:
     return cases + [perturbed, case("one_position", one_position(ref), ONE_POSITION)]
 
 
+PAGE = "08-unembed.md"
 CHECK = Check("unembed", "model", 1, Target("unembedding", "Unembed"), "unembedding", unembed_cases)
