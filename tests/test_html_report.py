@@ -46,6 +46,10 @@ def open_page(path, tmp_path) -> dict:
                 "img", "images => images.map(i => ({alt: i.alt, drawn: i.complete && i.naturalWidth > 0}))"
             )
             seen["lens_rows"] = page.locator("table.lens tr").count()
+            seen["predictions"] = page.eval_on_selector_all(
+                "table.predictions tr", "rows => rows.map(r => [...r.cells].map(c => [c.textContent, c.className]))"
+            )
+            seen["models"] = page.eval_on_selector_all("p.model", "ps => ps.map(p => p.textContent)")
             page.screenshot(path=str(tmp_path / "screenshot.png"), full_page=True)
         finally:
             browser.close()
@@ -54,14 +58,22 @@ def open_page(path, tmp_path) -> dict:
 
 @pytest.fixture(scope="module")
 def broken_attention_page(tmp_path_factory, reference):
-    """The report of a package whose attention scales by d_head: every kind of figure appears."""
+    """The report of a package whose attention scales by d_head: every kind of figure of Part 1 and 3 appears."""
     directory = tmp_path_factory.mktemp("html")
     package = write_variant(
         directory, {"attention.py": [("attn_scores / self.cfg.d_head**0.5", "attn_scores / self.cfg.d_head")]}
     )
     page = directory / "report.html"
     result = run_grade(
-        "--exercises", str(package), "--reference", "random", "attention", "interp.logit_lens", "--html", str(page)
+        "--exercises",
+        str(package),
+        "--reference",
+        "random",
+        "attention",
+        "transformer",
+        "interp.logit_lens",
+        "--html",
+        str(page),
     )
     assert result.returncode == 1, result.stderr
     return page
@@ -71,13 +83,18 @@ def broken_attention_page(tmp_path_factory, reference):
 def test_page_loads_without_errors_and_draws_its_images(broken_attention_page, tmp_path):
     seen = open_page(broken_attention_page, tmp_path)
     assert seen["errors"] == [] and seen["requests"] == []
-    assert {image["alt"] for image in seen["images"]} == {
-        "the random reference attention patterns",
-        "yours attention patterns",
-        "difference heatmap",
-    }
+    assert sorted(image["alt"] for image in seen["images"]) == [
+        "attention patterns by head: the random reference's, yours and |yours - the random reference's|",
+        "difference heatmap: |yours - the random reference|",  # attention's output
+        "difference heatmap: |yours - the random reference|",  # the transformer's logits
+    ]
     assert all(image["drawn"] for image in seen["images"])
     assert seen["lens_rows"] == 1 + 13  # the token row, then the stream before each of 12 blocks and after the last
+    head, *rows = seen["predictions"]
+    assert [text for text, _ in head] == ["token", "the random reference's next", "yours next"]
+    assert len(rows) == 7 and any(cells[2][1] == "differs" for cells in rows)  # 7 prompt tokens, some differ
+    stand_in = "model shown: the random-weight stand-in for GPT-2 (offline)"
+    assert len(seen["models"]) == 5 and all(said.startswith(stand_in) for said in seen["models"])
 
 
 @pytest.mark.slow

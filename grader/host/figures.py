@@ -1,6 +1,12 @@
 """What the HTML report draws, as plain lists of numbers and strings taken from what a check
-already recorded: attention patterns on the prompt, where a failing output differs, the
-logit lens's top tokens, and the trainer's loss curve. Renderers turn these into pictures; nothing here draws."""
+already recorded: attention patterns on the prompt beside the reference's and where they differ, where a
+failing output differs, the next-token predictions on the prompt, the logit lens's top tokens, and the trainer's
+loss curve. Renderers turn these into pictures; nothing here draws.
+
+Every function here is total over what the learner's process sent back (any shape, dtype or value, NaN and
+empty included): what cannot be drawn is left out (None, or no figure), never an exception. Each figure's data
+names the model it shows (`model`): the reference's name (GPT-2, or the random reference offline), or your own
+model where the figure is of it."""
 
 from __future__ import annotations
 
@@ -10,22 +16,83 @@ from grader.shared import wire
 
 LOGIT_LENS = "interp.logit_lens"
 TRAINER = "training.trainer"
+YOURS = "yours"  # a figure of the learner's own model (the trainer's), not of the reference
 MAX_FEATURES = 1024  # columns of a difference heatmap; wider outputs (logits) show their first ones
 
 
+PREDICTING = ("unembed", "transformer")  # the checks whose output is logits over the vocabulary
+PROMPT = "prompt"  # the case whose input is the reference's prompt (meta["prompt_tokens"])
+
+
 def attention_patterns(evidence) -> dict:
-    """GPT-2's and the learner's (batch 0) patterns, (n_heads, query, key), on the first prompt case."""
+    """GPT-2's and the learner's (batch 0) patterns, (n_heads, query, key), on the first prompt case, and
+    |yours - GPT-2's| of each (NaN where yours is not a finite number)."""
     prompt = evidence.prompt_tokens
     for case in evidence.cases:
         steps = dict(evidence.steps(case))
         expected = steps.get("attn_pattern")
-        if expected is None or expected.shape[-1] != len(prompt):
+        if expected is None or expected.ndim != 4 or expected.shape[-1] != len(prompt):
             continue
-        mine = [value for value in evidence.captured(case) if value.shape == expected.shape]
-        yours = mine[-1][0].tolist() if mine else None  # the last such tensor: scores come before the pattern
+        mine = [value for value in evidence.captured(case) if value.shape == expected.shape and is_number(value)]
+        yours = mine[-1][0] if mine else None  # the last such tensor: scores come before the pattern
         tokens = evidence.token_strings(prompt)
-        return {"attention": {"case": case, "tokens": tokens, "gpt2": expected[0].tolist(), "yours": yours}}
+        return {
+            "attention": {
+                "case": case,
+                "model": evidence.reference_name,
+                "tokens": tokens,
+                "gpt2": expected[0].tolist(),
+                "yours": None if yours is None else finite_or_nan(yours).tolist(),
+                "difference": None if yours is None else absolute_difference(yours, expected[0]).tolist(),
+            }
+        }
     return {}
+
+
+def is_number(value: np.ndarray) -> bool:
+    """A real or integer array (a bool or complex one is no pattern, logits or loss)."""
+    return value.dtype.kind in "fiu"
+
+
+def finite_or_nan(value: np.ndarray) -> np.ndarray:
+    """As float64, every infinity as NaN: what a figure cannot place on its scale is left blank."""
+    value = value.astype(np.float64)
+    return np.where(np.isfinite(value), value, np.nan)
+
+
+def absolute_difference(yours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    """|yours - theirs| as float64, NaN where either is not finite or the difference overflows."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return finite_or_nan(np.abs(yours.astype(np.float64) - theirs.astype(np.float64)))
+
+
+def next_token_predictions(evidence) -> dict:
+    """Each prompt token and the reference's top next token after it, and the learner's where its logits on the
+    prompt have the reference's shape (batch 0); `grade --show` prints this table, the HTML report draws it."""
+    if evidence.check.id not in PREDICTING or PROMPT not in evidence.cases:
+        return {}
+    expected = evidence.expected.get(PROMPT)
+    if expected is None or expected.ndim != 3:
+        return {}
+    output = evidence.outcome.outputs.get(wire.OUTPUT.format(case=PROMPT))
+    readable = output is not None and output.shape == expected.shape and is_number(output) and output.size > 0
+    return {
+        "predictions": {
+            "case": PROMPT,
+            "model": evidence.reference_name,
+            "tokens": evidence.token_strings(evidence.prompt_tokens),
+            "reference": evidence.token_strings(expected[0].argmax(-1)),
+            "yours": top_tokens(evidence, output[0]) if readable else None,
+        }
+    }
+
+
+def top_tokens(evidence, logits: np.ndarray) -> list[str | None]:
+    """The top token at each position; None where the logits hold a NaN (no token is on top)."""
+    with np.errstate(invalid="ignore"):
+        unordered = np.isnan(logits.astype(np.float64)).any(-1)
+    tops = evidence.token_strings(np.nan_to_num(logits.astype(np.float64), nan=-np.inf).argmax(-1))
+    return [None if nan else top for top, nan in zip(tops, unordered.tolist(), strict=True)]
 
 
 def logit_lens_tops(evidence) -> dict:
@@ -40,9 +107,8 @@ def logit_lens_tops(evidence) -> dict:
     output = evidence.outcome.outputs.get(wire.OUTPUT.format(case=case))
     expected = evidence.expected[case]
     yours = tops(output) if output is not None and output.shape == expected.shape else None
-    return {
-        "logit_lens": {"tokens": evidence.token_strings(evidence.prompt_tokens), "gpt2": tops(expected), "yours": yours}
-    }
+    tokens = evidence.token_strings(evidence.prompt_tokens)
+    return {"logit_lens": {"model": evidence.reference_name, "tokens": tokens, "gpt2": tops(expected), "yours": yours}}
 
 
 def difference(evidence, case: str) -> dict:
@@ -51,7 +117,8 @@ def difference(evidence, case: str) -> dict:
     if output.shape != expected.shape or expected.ndim != 3 or not np.issubdtype(output.dtype, np.floating):
         return {}
     diff = np.abs(output[0] - expected[0])[:, :MAX_FEATURES]
-    return {"difference": {"case": case, "values": diff.tolist(), "features": int(expected.shape[-1])}}
+    model = evidence.reference_name
+    return {"difference": {"case": case, "model": model, "values": diff.tolist(), "features": int(expected.shape[-1])}}
 
 
 def loss_curve(evidence) -> dict:
@@ -65,4 +132,15 @@ def loss_curve(evidence) -> dict:
     if not drawable or not np.isfinite(output).all():
         return {}
     levels = {"your held-out loss": float(output[0]), "to beat (unigram frequencies)": float(expected[0])}
-    return {"loss_curve": {"losses": output[2:].tolist(), "levels": levels}}
+    return {"loss_curve": {"model": YOURS, "losses": output[2:].tolist(), "levels": levels}}
+
+
+FIGURES = (attention_patterns, next_token_predictions, logit_lens_tops, loss_curve)  # each {} where it draws nothing
+
+
+def all_figures(evidence) -> dict:
+    """Every figure a check's evidence gives, by name (a failing output's difference comes with its diagnosis)."""
+    drawn: dict = {}
+    for figure in FIGURES:
+        drawn |= figure(evidence)
+    return drawn

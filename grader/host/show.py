@@ -18,13 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from grader.host.diagnose import matches_step
+from grader.host.figures import next_token_predictions
 from grader.host.render.text import fallback_banner
 from grader.host.results import CheckResult, Report
 from grader.host.verdict import Evidence
 from grader.shared import wire
 
-PREDICTING = ("unembed", "transformer")  # the checks whose output is logits over the vocabulary
-PROMPT = "prompt"  # the case whose input is the reference's prompt (meta["prompt_tokens"])
 BLOCK = re.compile(r"^blocks\.(\d+)(?=\.|$)")  # a block of the stack, whose copies the printout shows once
 
 
@@ -92,8 +91,7 @@ def check_printout(result: CheckResult, evidence: Evidence, weights: dict, sizes
     if case:
         lines += step_lines(evidence, case, sizes)
     lines.append(difference_line(result, evidence))
-    if check.id in PREDICTING:
-        lines += prediction_lines(evidence)
+    lines += prediction_lines(evidence)
     lines += key_lines(evidence, prefix)
     return lines
 
@@ -302,16 +300,15 @@ def difference_line(result: CheckResult, evidence: Evidence) -> str:
 
 
 def prediction_lines(evidence: Evidence) -> list[str]:
-    """Each prompt token and the token predicted after it, the learner's beside the reference's (batch 0)."""
-    expected = evidence.expected.get(PROMPT)
-    if expected is None or PROMPT not in evidence.cases:
+    """Each prompt token and the token predicted after it, the learner's beside the reference's (batch 0): the
+    table the HTML report draws too (grader.host.figures.next_token_predictions), as text."""
+    table = next_token_predictions(evidence).get("predictions")
+    if table is None:
         return []
-    theirs = evidence.token_strings(expected[0].argmax(-1))
-    output = evidence.outcome.outputs.get(wire.OUTPUT.format(case=PROMPT))
-    readable = output is not None and output.shape == expected.shape and np.issubdtype(output.dtype, np.floating)
-    yours = evidence.token_strings(output[0].argmax(-1)) if readable else ["-"] * len(theirs)
-    tokens = [repr(token) for token in evidence.token_strings(evidence.prompt_tokens)]
-    columns = [tokens, [repr(t) for t in yours] if readable else yours, [repr(t) for t in theirs]]
+    readable = table["yours"] is not None
+    theirs = [repr(token) for token in table["reference"]]
+    yours = [NO_TOP if t is None else repr(t) for t in table["yours"]] if readable else ["-"] * len(theirs)
+    columns = [[repr(token) for token in table["tokens"]], yours, theirs]
     widths = [max(len(cell) for cell in [title, *column]) for title, column in zip(TITLES, columns, strict=True)]
     lines = [f"  next-token predictions on the prompt (yours beside {evidence.reference_name}'s):"]
     lines.append("    " + "  ".join(title.ljust(width) for title, width in zip(TITLES, widths, strict=True)))
@@ -323,6 +320,7 @@ def prediction_lines(evidence: Evidence) -> list[str]:
     return lines
 
 
+NO_TOP = "NaN"  # a position whose logits hold a NaN: no token is on top
 TITLES = ("token", "yours next", "reference next")
 
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from grader.checks import Check
 from grader.host.diagnose import Candidate, expected_shape, first_divergence, matching_mistake
-from grader.host.figures import attention_patterns, difference, logit_lens_tops, loss_curve
+from grader.host.figures import all_figures, difference
 from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, CheckStatus, reference_name
 from grader.host.runner import Outcome
@@ -143,7 +143,7 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
         trace=trace_lines(evidence),
         target=check.target.label,
         printed=list(outcome.printed),
-        figures=diagnosis.figures | attention_patterns(evidence) | logit_lens_tops(evidence) | loss_curve(evidence),
+        figures=diagnosis.figures | all_figures(evidence),
     )
     return replace(result, next_step=next_step(check, result, evidence.expected_from, where))
 

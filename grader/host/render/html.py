@@ -1,7 +1,8 @@
 """The report as one self-contained HTML page: the results table and, where a check recorded them
-(`CheckResult.figures`), attention patterns beside GPT-2's, a heatmap of where a failing output
-differs, the logit lens's top tokens and the trainer's loss curve. Images are PNGs drawn by
-matplotlib and embedded as data URIs, so the page needs no network and no script."""
+(`CheckResult.figures`, whose data grader.host.figures extracts), each head's attention pattern beside GPT-2's
+with where they differ, a heatmap of where a failing output differs, the next-token predictions on the prompt,
+the logit lens's top tokens and the trainer's loss curve; each says which model it shows. Images are PNGs drawn
+by matplotlib and embedded as data URIs, so the page needs no network and no script."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from html import escape
 
 from matplotlib.figure import Figure
 
+from grader.host import figures
 from grader.host.render.text import fallback_banner
 from grader.host.results import CheckResult, Report, reference_name
 from grader.shared import plots
@@ -23,9 +25,10 @@ table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 td.pass { color: #1a7f37; } td.fail { color: #cf222e; } td.todo { color: #9a6700; }
 td.error, td.timeout { color: #8250df; }
-.pair { display: flex; flex-wrap: wrap; gap: 1em; }
 .lens td { font-family: ui-monospace, monospace; white-space: pre; }
-.lens td.differs { background: #ffebe9; }
+.lens td.differs, .predictions td.differs { background: #ffebe9; }
+.predictions td { font-family: ui-monospace, monospace; white-space: pre; }
+p.model { color: #57606a; font-style: italic; }
 """
 
 
@@ -37,35 +40,98 @@ def image(figure: Figure, alt: str) -> str:
     return f'<img src="data:image/png;base64,{data}" alt="{escape(alt)}">'
 
 
-def head_heatmaps(patterns: list, tokens: list[str], title: str) -> Figure:
-    """One heatmap per head, queries down and keys across, labelled with the prompt's tokens."""
-    columns = 4
-    rows = math.ceil(len(patterns) / columns)
-    figure = Figure(figsize=(3.2 * columns, 3.0 * rows), layout="constrained")
-    figure.suptitle(title)
-    for head, (axes, pattern) in enumerate(
-        zip(figure.subplots(rows, columns, squeeze=False).flat, patterns, strict=False)
-    ):
-        axes.imshow(pattern, vmin=0.0, vmax=1.0, cmap="viridis")
-        axes.set_title(f"head {head}", fontsize=9)
-        axes.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
-        axes.set_yticks(range(len(tokens)), tokens, fontsize=7)
+MODELS = {  # what each figure's `model` (grader.host.figures) is, in the words the page uses
+    "GPT-2": "GPT-2 small, with its real weights",
+    "the random reference": "the random-weight stand-in for GPT-2 (offline): its numbers mean nothing, only"
+    " whether yours match them",
+    figures.YOURS: "your own Transformer, at the check's tiny size, trained by your Trainer",
+}
+
+
+def model_words(data: dict, reference: str) -> str:
+    """The model a figure shows, in words: its data's `model`, else the report's reference."""
+    model = str(data.get("model") or reference)
+    return MODELS.get(model, model)
+
+
+def shows(data: dict, reference: str) -> str:
+    return f'<p class="model">model shown: {escape(model_words(data, reference))}</p>'
+
+
+def who(data: dict, reference: str) -> str:
+    """The short name of the model a figure compares with: "GPT-2", "the random reference"."""
+    return str(data.get("model") or reference)
+
+
+# The difference row's colour scale ends at its largest difference, so a learner sees where even a small one lies,
+# but never below this: differences within a check's tolerance stay dark.
+SMALLEST_SCALE = 0.05
+
+
+def head_grid(data: dict, reference: str) -> Figure:
+    """Each head a column: the reference's pattern, yours, and |yours - reference| under it; queries down, keys
+    across, labelled with the prompt's tokens on the outer axes. Rows of yours are left out when it has none."""
+    tokens = [repr(token) for token in data["tokens"]]
+    rows = [(f"{who(data, reference)}", data["gpt2"], "viridis", 1.0)]
+    if data.get("yours") is not None:
+        largest = max((v for v in flat(data["difference"]) if math.isfinite(v)), default=0.0)
+        rows += [("yours", data["yours"], "viridis", 1.0)]
+        rows += [("|yours - reference|", data["difference"], "magma", max(largest, SMALLEST_SCALE))]
+    heads = len(data["gpt2"])
+    figure = Figure(figsize=(1.6 * heads + 1.5, 1.7 * len(rows) + 1.2), layout="constrained")
+    figure.suptitle(f"attention patterns by head on {data['case']} ({who(data, reference)}; batch 0)")
+    grid = figure.subplots(len(rows), heads, squeeze=False)
+    for row, (label, patterns, colours, top) in enumerate(rows):
+        for head, axes in enumerate(grid[row]):
+            shown = axes.imshow(patterns[head], vmin=0.0, vmax=top, cmap=colours, interpolation="nearest")
+            axes.set_xticks([])
+            axes.set_yticks([])
+            if row == 0:
+                axes.set_title(f"head {head}", fontsize=9)
+            if head == 0:
+                axes.set_ylabel(label, fontsize=9)
+                axes.set_yticks(range(len(tokens)), tokens, fontsize=6)
+            if row == len(rows) - 1:
+                axes.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
+        figure.colorbar(shown, ax=list(grid[row]), shrink=0.8, label="difference" if row == 2 else "attention")
     return figure
 
 
+def flat(nested) -> list[float]:
+    """Every number of nested lists."""
+    return [v for item in nested for v in flat(item)] if isinstance(nested, list) else [nested]
+
+
 def attention_section(data: dict, reference: str) -> str:
-    tokens = [repr(token) for token in data["tokens"]]
-    sides = [(reference, data["gpt2"]), ("yours", data["yours"])]
-    images = [
-        image(
-            head_heatmaps(patterns, tokens, f"{who}: attention patterns, {data['case']}"), f"{who} attention patterns"
-        )
-        for who, patterns in sides
-        if patterns is not None
-    ]
-    return (
-        f'<h3>attention patterns on the prompt ({escape(data["case"])})</h3><div class="pair">{"".join(images)}</div>'
+    theirs = who(data, reference)
+    alt = f"attention patterns by head: {theirs}'s" + (
+        f", yours and |yours - {theirs}'s|" if data.get("yours") is not None else " (yours has none of its shape)"
     )
+    return (
+        f"<h3>attention patterns on the prompt ({escape(data['case'])}): each head's, yours under "
+        f"{escape(theirs)}'s, then where they differ</h3>{shows(data, reference)}"
+        f"{image(head_grid(data, reference), alt)}"
+    )
+
+
+def predictions_section(data: dict, reference: str) -> str:
+    """A table: each prompt token, the reference's top next token and yours, marked where they differ."""
+    theirs = who(data, reference)
+    yours = data["yours"]
+    rows = []
+    for position, (token, top) in enumerate(zip(data["tokens"], data["reference"], strict=False)):
+        mine = yours[position] if yours is not None and position < len(yours) else None
+        if yours is None:
+            cell = "<td>-</td>"
+        elif mine is None:
+            cell = '<td class="differs">NaN: no top token</td>'
+        else:
+            cell = f'<td class="{"same" if mine == top else "differs"}">{escape(repr(mine))}</td>'
+        rows.append(f"<tr><td>{escape(repr(token))}</td><td>{escape(repr(top))}</td>{cell}</tr>")
+    note = "" if yours is not None else "<p>yours: no logits of the reference's shape on the prompt</p>"
+    head = f"<tr><th>token</th><th>{escape(theirs)}'s next</th><th>yours next</th></tr>"
+    title = f"<h3>next-token predictions on the prompt: the top token after each, yours beside {escape(theirs)}'s</h3>"
+    return f'{title}{shows(data, reference)}{note}<table class="predictions">{head}{"".join(rows)}</table>'
 
 
 def difference_section(data: dict, reference: str) -> str:
@@ -78,7 +144,8 @@ def difference_section(data: dict, reference: str) -> str:
         f"feature (first {len(values[0])} of {data['features']})" if len(values[0]) < data["features"] else "feature"
     )
     axes.set_ylabel("position")
-    return f"<h3>where the output differs ({escape(data['case'])}, batch 0)</h3>{image(figure, 'difference heatmap')}"
+    title = f"<h3>where the output differs ({escape(data['case'])}, batch 0)</h3>"
+    return f"{title}{shows(data, reference)}{image(figure, f'difference heatmap: |yours - {who(data, reference)}|')}"
 
 
 RANDOM_LENS_NOTE = "the reference is a random model: its top tokens mean nothing, only whether yours match them"
@@ -98,18 +165,19 @@ def lens_section(data: dict, reference: str) -> str:
         )
         label = "final" if layer == len(data["gpt2"]) - 1 else f"before block {layer}"
         rows.append(f"<tr><th>{label}</th>{cells}</tr>")
-    note = f"<p>{escape(RANDOM_LENS_NOTE)}</p>" if reference != "GPT-2" else ""
+    note = f"<p>{escape(RANDOM_LENS_NOTE)}</p>" if who(data, reference) != "GPT-2" else ""
     title = "<h3>logit lens: top token at each layer and position</h3>"
-    return f'{title}{note}<table class="lens"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
+    return f'{title}{shows(data, reference)}{note}<table class="lens"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
 
 
 def curve_section(data: dict, reference: str) -> str:
     figure = plots.loss_curve(data["losses"], "your Trainer on the standard library's docs", data["levels"])
-    return f"<h3>training loss, step by step</h3>{image(figure, 'training loss curve')}"
+    return f"<h3>training loss, step by step</h3>{shows(data, reference)}{image(figure, 'training loss curve')}"
 
 
 SECTIONS = {
     "attention": attention_section,
+    "predictions": predictions_section,
     "difference": difference_section,
     "logit_lens": lens_section,
     "loss_curve": curve_section,

@@ -1,0 +1,80 @@
+"""Hand-built evidence for the HTML report's figures (grader.host.figures): a stand-in reference holding one
+check's cases, expected tensors and a vocabulary of a few tokens, and the learner's outputs as given, so a test
+states its arrays in full. No reference build, no learner process, no torch: tests/test_figures_unit.py and the
+property tests of tests/test_reply_totality.py use it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.checks import Check, Target
+from grader.host.runner import Outcome
+from grader.host.verdict import Evidence
+from grader.shared import wire
+from grader.shared.types import Tolerance
+
+VOCABULARY = ["The", " cat", " sat", " on", " mat"]
+PROMPT_TOKENS = [0, 1, 2]
+
+
+class StandInReference:
+    """What the figures read of a reference cache entry, held in memory."""
+
+    def __init__(self, cases: list[wire.CaseSpec], expected: dict, kind: str = "gpt2"):
+        self.kind, self._cases, self._expected = kind, cases, expected
+        self.meta = {"param_counts": {"total": 1}, "prompt_tokens": PROMPT_TOKENS}
+
+    def cases(self, check_id: str) -> list[wire.CaseSpec]:
+        return self._cases
+
+    def expected(self, check_id: str) -> dict:
+        return self._expected
+
+    def inputs(self, check_id: str) -> dict:
+        return {}
+
+    def vocabulary(self) -> list[str]:
+        return VOCABULARY
+
+
+def check(check_id: str) -> Check:
+    return Check(
+        id=check_id,
+        part="model",
+        points=1,
+        target=Target("toy", "Toy", method="forward"),
+        summary="a toy",
+        cases=lambda ref: [],
+        tolerance=Tolerance(atol=1e-4, rtol=1e-4),
+    )
+
+
+def evidence(check_id: str, cases: list[wire.CaseSpec], expected: dict, outputs: dict, captures=None, kind="gpt2"):
+    reply = wire.Reply("ran", outputs=[case.name for case in cases], captures=captures or {})
+    outcome = Outcome("answered", reply, outputs, seconds=0.1)
+    return Evidence(check(check_id), outcome, StandInReference(cases, expected, kind))
+
+
+# Two heads on the three prompt tokens: head 0 attends to the first token, head 1 to itself.
+GPT2_PATTERN = np.array(
+    [[[[1, 0, 0], [1, 0, 0], [1, 0, 0]], [[1, 0, 0], [0, 1, 0], [0, 0, 1]]]], dtype=np.float32
+)  # (batch 1, head 2, query 3, key 3)
+
+
+def attention_evidence(*yours: np.ndarray, kind: str = "gpt2") -> Evidence:
+    case = wire.CaseSpec("prompt", 1, "blocks.0.attn.", [], steps=["attn_pattern"])
+    expected = {"prompt": np.zeros((1, 3, 8)), wire.STEP.format(case="prompt", label="attn_pattern"): GPT2_PATTERN}
+    records = [wire.Record("locals", "blocks.0.attn", f"t{i}", list(value.shape), i) for i, value in enumerate(yours)]
+    outputs = {"prompt/out": np.zeros((1, 3, 8))}
+    outputs |= {wire.CAPTURE.format(case="prompt", i=i): value for i, value in enumerate(yours)}
+    return evidence("attention", [case], expected, outputs, {"prompt": records}, kind)
+
+
+# The reference's logits on the 3 prompt tokens over a vocabulary of 5: after "The" " cat", after " cat" " sat", ...
+REFERENCE_LOGITS = np.array([[[0, 5, 0, 0, 0], [0, 0, 5, 0, 0], [0, 0, 0, 5, 0]]], dtype=np.float32)
+
+
+def predictions_evidence(output: np.ndarray | None, check_id: str = "transformer") -> Evidence:
+    case = wire.CaseSpec("prompt", 1, "", [])
+    outputs = {} if output is None else {"prompt/out": output}
+    return evidence(check_id, [case], {"prompt": REFERENCE_LOGITS}, outputs)

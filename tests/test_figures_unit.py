@@ -1,0 +1,146 @@
+"""What the HTML report's figures take from a check's evidence (grader.host.figures), on hand-built evidence
+(tests/figure_evidence.py): no reference build, no learner process, no torch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from figure_evidence import GPT2_PATTERN, REFERENCE_LOGITS, attention_evidence, predictions_evidence
+
+from grader.host import figures
+from grader.host.show import prediction_lines
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_attention_figure_holds_each_heads_pattern_yours_and_the_difference():
+    yours = GPT2_PATTERN.copy()
+    yours[0, 1, 2] = [0.0, 0.5, 0.5]  # head 1's last query splits between the last two keys
+    drawn = figures.attention_patterns(attention_evidence(yours))["attention"]
+    assert drawn["model"] == "GPT-2" and drawn["case"] == "prompt"
+    assert drawn["tokens"] == ["The", " cat", " sat"]
+    assert drawn["gpt2"] == GPT2_PATTERN[0].tolist() and drawn["yours"] == yours[0].tolist()
+    assert drawn["difference"][0] == [[0.0] * 3] * 3
+    assert drawn["difference"][1] == [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.5, 0.5]]
+
+
+def test_the_last_tensor_of_the_patterns_shape_is_yours_and_the_random_reference_is_named():
+    scores, pattern = np.full_like(GPT2_PATTERN, 7.0), GPT2_PATTERN.copy()
+    drawn = figures.attention_patterns(attention_evidence(scores, pattern, kind="random"))["attention"]
+    assert drawn["yours"] == GPT2_PATTERN[0].tolist() and drawn["model"] == "the random reference"
+
+
+@pytest.mark.parametrize(
+    "yours",
+    [
+        np.zeros((1, 2, 3, 4), dtype=np.float32),  # another shape: not a pattern of the prompt's
+        np.zeros((0,), dtype=np.float32),  # empty
+        np.ones((1, 2, 3, 3), dtype=bool),  # booleans are no pattern
+    ],
+    ids=["wrong shape", "empty", "bool"],
+)
+def test_without_a_pattern_of_the_references_shape_only_the_references_is_drawn(yours):
+    drawn = figures.attention_patterns(attention_evidence(yours))["attention"]
+    assert drawn["gpt2"] == GPT2_PATTERN[0].tolist()
+    assert drawn["yours"] is None and drawn["difference"] is None
+
+
+def test_nan_infinity_and_integers_in_your_pattern_are_blank_or_exact():
+    yours = GPT2_PATTERN.copy()
+    yours[0, 0, 0, 0], yours[0, 0, 1, 0], yours[0, 0, 2, 0] = np.nan, np.inf, -3.4e38
+    drawn = figures.attention_patterns(attention_evidence(yours))["attention"]
+    assert all(math.isnan(v) for v in (drawn["yours"][0][0][0], drawn["yours"][0][1][0]))
+    assert all(math.isnan(v) for v in (drawn["difference"][0][0][0], drawn["difference"][0][1][0]))
+    assert drawn["difference"][0][2][0] == pytest.approx(3.4e38, rel=1e-6)  # float64: no overflow
+    integers = figures.attention_patterns(attention_evidence(GPT2_PATTERN.astype(np.int64)))["attention"]
+    assert integers["difference"][1] == [[0.0] * 3] * 3
+
+
+# --- the next-token predictions on the prompt ------------------------------------------------------------------
+
+
+def test_the_predictions_are_each_tokens_top_next_token_yours_beside_the_references():
+    yours = REFERENCE_LOGITS.copy()
+    yours[0, 2] = [0, 0, 0, 0, 9]  # " mat" after " sat", where the reference says " on"
+    table = figures.next_token_predictions(predictions_evidence(yours))["predictions"]
+    assert table == {
+        "case": "prompt",
+        "model": "GPT-2",
+        "tokens": ["The", " cat", " sat"],
+        "reference": [" cat", " sat", " on"],
+        "yours": [" cat", " sat", " mat"],
+    }
+
+
+def test_a_position_whose_logits_hold_a_nan_has_no_top_token_and_integers_are_logits_too():
+    yours = REFERENCE_LOGITS.copy()
+    yours[0, 1, 3] = np.nan
+    assert figures.next_token_predictions(predictions_evidence(yours))["predictions"]["yours"] == [" cat", None, " on"]
+    integers = figures.next_token_predictions(predictions_evidence(REFERENCE_LOGITS.astype(np.int32)))
+    assert integers["predictions"]["yours"] == [" cat", " sat", " on"]
+
+
+@pytest.mark.parametrize(
+    "yours",
+    [None, np.zeros((1, 3, 4), dtype=np.float32), np.zeros((0,)), np.ones((1, 3, 5), dtype=np.complex64)],
+    ids=["no output", "wrong shape", "empty", "complex"],
+)
+def test_without_logits_of_the_references_shape_yours_are_none(yours):
+    table = figures.next_token_predictions(predictions_evidence(yours))["predictions"]
+    assert table["reference"] == [" cat", " sat", " on"] and table["yours"] is None
+
+
+def test_only_the_checks_that_predict_tokens_have_predictions():
+    assert figures.next_token_predictions(predictions_evidence(REFERENCE_LOGITS, "mlp")) == {}
+    assert "predictions" in figures.next_token_predictions(predictions_evidence(REFERENCE_LOGITS, "unembed"))
+
+
+def test_grade_show_prints_the_same_table():
+    """One table, two formats: `grade --show`'s lines are the figure's cells."""
+    yours = REFERENCE_LOGITS.copy()
+    yours[0, 2] = [0, 0, 0, 0, 9]
+    yours[0, 0, 0] = np.nan
+    lines = prediction_lines(predictions_evidence(yours))
+    assert lines[0] == "  next-token predictions on the prompt (yours beside GPT-2's):"
+    assert lines[1].split() == ["token", "yours", "next", "reference", "next"]
+    assert [line.split() for line in lines[2:]] == [
+        ["'The'", "NaN", "'", "cat'", "differs"],
+        ["'", "cat'", "'", "sat'", "'", "sat'", "same"],
+        ["'", "sat'", "'", "mat'", "'", "on'", "differs"],
+    ]
+    unreadable = prediction_lines(predictions_evidence(np.zeros((2,))))
+    assert unreadable[-1] == "    (yours: no logits of the reference's shape on the prompt, so no predictions)"
+
+
+def test_every_figure_of_a_check_comes_together():
+    drawn = figures.all_figures(attention_evidence(GPT2_PATTERN))
+    assert set(drawn) == {"attention"}
+    assert set(figures.all_figures(predictions_evidence(REFERENCE_LOGITS))) == {"predictions"}
+
+
+# --- the page draws what was extracted --------------------------------------------------------------------------
+
+
+def test_the_page_draws_the_attention_grid_and_the_predictions_table_naming_the_model():
+    from grader.host.render import html
+
+    yours = REFERENCE_LOGITS.copy()
+    yours[0, 2] = [0, 0, 0, 0, 9]
+    attention = figures.attention_patterns(attention_evidence(GPT2_PATTERN[:, ::-1].copy(), kind="random"))
+    predictions = figures.next_token_predictions(predictions_evidence(yours))
+    page = "".join(html.SECTIONS[name](data, "GPT-2") for name, data in (attention | predictions).items())
+    assert page.count("<img ") == 1
+    assert 'alt="attention patterns by head: the random reference&#x27;s, yours and |yours - the random' in page
+    assert "model shown: the random-weight stand-in for GPT-2 (offline)" in page
+    assert "model shown: GPT-2 small, with its real weights" in page
+    assert '<td>&#x27; sat&#x27;</td><td>&#x27; on&#x27;</td><td class="differs">&#x27; mat&#x27;</td>' in page
+    assert page.count('class="same"') == 2
+
+
+def test_without_your_pattern_the_grid_is_the_references_alone():
+    from grader.host.render import html
+
+    section = html.attention_section(figures.attention_patterns(attention_evidence())["attention"], "GPT-2")
+    assert 'alt="attention patterns by head: GPT-2&#x27;s (yours has none of its shape)"' in section
