@@ -78,3 +78,41 @@ def predictions_evidence(output: np.ndarray | None, check_id: str = "transformer
     case = wire.CaseSpec("prompt", 1, "", [])
     outputs = {} if output is None else {"prompt/out": output}
     return evidence(check_id, [case], {"prompt": REFERENCE_LOGITS}, outputs)
+
+
+# --- Part 5: induction heads, on the small trained model's numbers (docs/induction-model.md) ---------------------
+
+PREVIOUS_TOKEN_SCORES = np.array([[0.11, 0.54, 0.10, 0.16], [0.03, 0.02, 0.02, 0.02]])  # (layer 2, head 4)
+INDUCTION_SCORES = np.array([[0.01, 0.00, 0.01, 0.00], [0.84, 0.91, 0.77, 0.89]])
+SEQ_LEN = 10
+
+
+def repeated_losses() -> np.ndarray:
+    """(batch 3, 2 * SEQ_LEN): about log 512 nats on the random first half and its repeat's first token, then low."""
+    rng = np.random.default_rng(0)
+    first = 6.2 + rng.normal(0.0, 0.3, (3, SEQ_LEN + 1))
+    repeated = 0.3 + rng.normal(0.0, 0.05, (3, SEQ_LEN - 1))
+    return np.concatenate([first, repeated], axis=1)
+
+
+# What ablating each head costs on the repeated half: little for layer 1 alone (four induction heads back each
+# other up), most for the previous-token head 0.1 that all of them read.
+ABLATION_COSTS = np.array([[0.02, 2.85, 0.01, 0.05], [0.41, 0.62, 0.30, 0.55]])
+
+
+def part5_evidence(check_id: str, case: str, expected: np.ndarray, output: np.ndarray | None) -> Evidence:
+    spec = wire.CaseSpec(case, 1, None, [])
+    return evidence(check_id, [spec], {case: expected}, {} if output is None else {f"{case}/out": output})
+
+
+def scores_evidence(output: np.ndarray | None, kind: str = "induction") -> Evidence:
+    expected = INDUCTION_SCORES if kind == "induction" else PREVIOUS_TOKEN_SCORES
+    return part5_evidence(f"induction.{kind}_scores", "induction_model", expected, output)
+
+
+def token_loss_evidence(output: np.ndarray | None) -> Evidence:
+    return part5_evidence("induction.per_token_loss", "repeated", repeated_losses(), output)
+
+
+def ablation_evidence(output: np.ndarray | None) -> Evidence:
+    return part5_evidence("induction.ablation_cost", "induction_model", ABLATION_COSTS, output)

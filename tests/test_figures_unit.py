@@ -7,7 +7,20 @@ import math
 
 import numpy as np
 import pytest
-from figure_evidence import GPT2_PATTERN, REFERENCE_LOGITS, attention_evidence, predictions_evidence
+from figure_evidence import (
+    ABLATION_COSTS,
+    GPT2_PATTERN,
+    INDUCTION_SCORES,
+    PREVIOUS_TOKEN_SCORES,
+    REFERENCE_LOGITS,
+    SEQ_LEN,
+    ablation_evidence,
+    attention_evidence,
+    predictions_evidence,
+    repeated_losses,
+    scores_evidence,
+    token_loss_evidence,
+)
 
 from grader.host import figures
 from grader.host.show import prediction_lines
@@ -144,3 +157,79 @@ def test_without_your_pattern_the_grid_is_the_references_alone():
 
     section = html.attention_section(figures.attention_patterns(attention_evidence())["attention"], "GPT-2")
     assert 'alt="attention patterns by head: GPT-2&#x27;s (yours has none of its shape)"' in section
+
+
+# --- Part 5: the score grids, the loss along a repeated sequence, the ablation table --------------------------
+
+
+def test_the_score_grids_hold_every_heads_score_and_the_heads_each_finds():
+    yours = INDUCTION_SCORES.copy()
+    yours[1, 2] = 0.42  # head 1.2 no longer found
+    drawn = figures.head_scores(scores_evidence(yours))["head_scores"]
+    assert (drawn["score"], drawn["threshold"]) == ("induction", 0.5)
+    [grid] = drawn["grids"]
+    assert grid["model"] == "the small trained induction model" and grid["case"] == "induction_model"
+    assert grid["reference"] == INDUCTION_SCORES.tolist() and grid["yours"] == yours.tolist()
+    assert grid["found_reference"] == [[1, 0], [1, 1], [1, 2], [1, 3]]
+    assert grid["found_yours"] == [[1, 0], [1, 1], [1, 3]]
+    previous = figures.head_scores(scores_evidence(PREVIOUS_TOKEN_SCORES, "previous_token"))["head_scores"]
+    assert previous["score"] == "previous-token" and previous["grids"][0]["found_yours"] == [[0, 1]]
+
+
+def test_a_score_equal_to_the_threshold_or_nan_is_no_head_found():
+    yours = np.full((2, 4), 0.5)
+    yours[0, 0], yours[1, 1], yours[1, 2] = np.nan, np.inf, 0.51
+    grid = figures.head_scores(scores_evidence(yours))["head_scores"]["grids"][0]
+    assert grid["found_yours"] == [[1, 2]]  # inf is no number on the scale: left blank, and not found
+    assert math.isnan(grid["yours"][0][0]) and math.isnan(grid["yours"][1][1])
+
+
+def test_the_loss_along_the_repeated_sequence_is_the_batch_mean_with_where_the_repeat_starts():
+    losses = repeated_losses()
+    yours = losses.copy()
+    yours[0, 3] = np.nan
+    drawn = figures.token_loss(token_loss_evidence(yours))["token_loss"]
+    assert drawn["repeat_starts"] == SEQ_LEN and drawn["case"] == "repeated"
+    assert drawn["reference"] == pytest.approx(losses.mean(axis=0).tolist())
+    assert math.isnan(drawn["yours"][3]) and drawn["yours"][4] == pytest.approx(losses[:, 4].mean())
+    assert min(drawn["reference"][SEQ_LEN + 1 :]) > 0 and max(drawn["reference"][SEQ_LEN + 1 :]) < 1  # it falls
+
+
+def test_the_ablation_table_has_a_row_per_head():
+    yours = ABLATION_COSTS.copy()
+    yours[0, 1] = -2.85
+    rows = figures.ablation_costs(ablation_evidence(yours))["ablation"]["rows"]
+    assert len(rows) == 8 and rows[1] == {
+        "head": "induction_model: layer 0, head 1",
+        "model": "the small trained induction model",
+        "reference": 2.85,
+        "yours": -2.85,
+    }
+
+
+@pytest.mark.parametrize(
+    "yours",
+    [None, np.zeros((4, 2)), np.zeros((0,)), np.ones((2, 4), dtype=bool), np.zeros(())],
+    ids=["no output", "transposed", "empty", "bool", "0-d"],
+)
+def test_without_your_numbers_of_the_expected_shape_only_the_expected_are_drawn(yours):
+    grid = figures.head_scores(scores_evidence(yours))["head_scores"]["grids"][0]
+    assert grid["yours"] is None and grid["found_yours"] is None and grid["found_reference"]
+    assert figures.token_loss(token_loss_evidence(yours))["token_loss"]["yours"] is None
+    assert all(row["yours"] is None for row in figures.ablation_costs(ablation_evidence(yours))["ablation"]["rows"])
+
+
+def test_the_page_draws_the_part5_figures_naming_the_small_model():
+    from grader.host.render import html
+
+    yours = INDUCTION_SCORES.copy()
+    yours[1, 2] = 0.42
+    drawn = {}
+    for evidence in (scores_evidence(yours), token_loss_evidence(repeated_losses()), ablation_evidence(ABLATION_COSTS)):
+        drawn |= figures.all_figures(evidence)
+    page = "".join(html.SECTIONS[name](data, "GPT-2") for name, data in drawn.items())
+    assert page.count("<img ") == 2 and page.count('class="same"') == 8
+    assert "induction scores by layer and head: the small trained induction model&#x27;s, yours beside them" in page
+    assert "per-token loss on a repeated sequence: the small trained induction model&#x27;s, yours beside it" in page
+    assert "heads found (layer.head) in the expected scores: 1.0, 1.1, 1.2, 1.3; in yours: 1.0, 1.1, 1.3" in page
+    assert page.count("model shown: the small trained induction model (2 layers of 4 heads") == 3

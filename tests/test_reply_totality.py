@@ -19,6 +19,7 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
+import figure_evidence
 import numpy as np
 import pytest
 from conftest import EXERCISES, REPO, by_id, tiered, write_variant
@@ -624,3 +625,39 @@ def any_reply_ends_in_a_report(check, data, reference, draw: bool) -> None:
             passes and passes(outcome.outputs[wire.OUTPUT.format(case=case)], judged.expected[case])
         ), (raw_reply, outcome.outputs)
     assert peak < MAX_OUTPUTS_BYTES + 4 * judged.expected_bytes + MEMORY_SLACK, peak / MB
+
+
+# --- the HTML report's figures, on any learner output -------------------------------------------------------------
+
+# Each figure's hand-built evidence (tests/figure_evidence.py) with the learner's output or captured tensor replaced:
+# the figure data extraction and its drawing never raise, whatever that tensor holds.
+FIGURE_EVIDENCE = {
+    "attention": lambda value: figure_evidence.attention_evidence(value),
+    "predictions": lambda value: figure_evidence.predictions_evidence(value),
+    "head_scores": lambda value: figure_evidence.scores_evidence(value),
+    "token_loss": lambda value: figure_evidence.token_loss_evidence(value),
+    "ablation": lambda value: figure_evidence.ablation_evidence(value),
+}
+FIGURE_EXPECTED = {
+    "attention": figure_evidence.GPT2_PATTERN,
+    "predictions": figure_evidence.REFERENCE_LOGITS,
+    "head_scores": figure_evidence.INDUCTION_SCORES,
+    "token_loss": figure_evidence.repeated_losses(),
+    "ablation": figure_evidence.ABLATION_COSTS,
+}
+
+
+@pytest.mark.parametrize("figure", list(FIGURE_EVIDENCE))
+@settings(EXAMPLES, max_examples=12)
+@given(data=st.data())
+def test_every_figure_of_any_output_is_drawn_or_left_out(figure, data):
+    from grader.host import figures
+    from grader.host.render import html
+    from grader.host.results import CheckResult
+
+    value = data.draw(arrays(FIGURE_EXPECTED[figure]), "the learner's tensor")
+    drawn = figures.all_figures(FIGURE_EVIDENCE[figure](value))
+    assert figure in drawn  # the reference's side is always drawn; the learner's where it can be
+    result = CheckResult("toy", "model", "a toy", "fail", 1, figures=drawn)
+    page = html.check_figures(result, "GPT-2")
+    assert page.startswith("<section>") and "model shown:" in page

@@ -135,7 +135,131 @@ def loss_curve(evidence) -> dict:
     return {"loss_curve": {"model": YOURS, "losses": output[2:].tolist(), "levels": levels}}
 
 
-FIGURES = (attention_patterns, next_token_predictions, logit_lens_tops, loss_curve)  # each {} where it draws nothing
+# --- Part 5: induction heads ------------------------------------------------------------------------------------
+
+INDUCTION_MODEL = "the small trained induction model"  # grader/builder/induction_model.py, 2 layers of 4 heads
+SCORES = {"induction.previous_token_scores": "previous-token", "induction.induction_scores": "induction"}
+FOUND_ABOVE = 0.5  # the induction model's threshold (grader.builder.induction_model): a head scoring above is found
+PER_TOKEN_LOSS = "induction.per_token_loss"
+ABLATION_COST = "induction.ablation_cost"
+MAX_HEADS = 1024  # cells of a score grid or an ablation table; GPT-2's 144 heads fit
+
+
+def case_model(evidence, case: str) -> str:
+    """The model a Part 5 case's tensors come from: the reference (GPT-2, or the random stand-in) where the
+    case's name says so, else the small trained induction model."""
+    named = case.lower()
+    return evidence.reference_name if "gpt2" in named or "gpt-2" in named or "random" in named else INDUCTION_MODEL
+
+
+def yours_of_shape(evidence, case: str, shape: tuple) -> np.ndarray | None:
+    """The learner's output on `case` when it is numbers of the expected shape, as float64 with every infinity
+    as NaN; None otherwise."""
+    output = evidence.outcome.outputs.get(wire.OUTPUT.format(case=case))
+    if output is None or output.shape != shape or not is_number(output):
+        return None
+    return finite_or_nan(output)
+
+
+def heads_above(scores: np.ndarray, threshold: float) -> list[list[int]]:
+    """The (layer, head) of each score above the threshold (a NaN is none)."""
+    with np.errstate(invalid="ignore"):
+        return [[int(layer), int(head)] for layer, head in np.argwhere(np.nan_to_num(scores, nan=-np.inf) > threshold)]
+
+
+def head_scores(evidence) -> dict:
+    """The previous-token or induction score of every head (layer x head) on each case, the reference's and the
+    learner's, with the heads each finds (above FOUND_ABOVE)."""
+    kind = SCORES.get(evidence.check.id)
+    if kind is None:
+        return {}
+    grids = []
+    for case in evidence.cases:
+        expected = evidence.expected.get(case)
+        if expected is None or expected.ndim != 2 or not 0 < expected.size <= MAX_HEADS:
+            continue
+        theirs, yours = finite_or_nan(expected), yours_of_shape(evidence, case, expected.shape)
+        grids.append(
+            {
+                "case": case,
+                "model": case_model(evidence, case),
+                "reference": theirs.tolist(),
+                "yours": None if yours is None else yours.tolist(),
+                "found_reference": heads_above(theirs, FOUND_ABOVE),
+                "found_yours": None if yours is None else heads_above(yours, FOUND_ABOVE),
+            }
+        )
+    return {"head_scores": {"score": kind, "threshold": FOUND_ABOVE, "grids": grids}} if grids else {}
+
+
+def token_loss(evidence) -> dict:
+    """The loss of each next token on [BOS, A, A] sequences, averaged over the batch, the reference's and the
+    learner's: per_token_loss's output (batch, 2 * seq_len), whose entry p is the loss of token p + 1, so the
+    repeated half's first token is predicted at p = seq_len. The first case of that shape is drawn."""
+    if evidence.check.id != PER_TOKEN_LOSS:
+        return {}
+    for case in sorted(evidence.cases, key=lambda name: "repeat" not in name.lower()):  # a repeated case first
+        expected = evidence.expected.get(case)
+        if expected is None or expected.ndim != 2 or expected.shape[0] < 1 or expected.shape[1] < 2:
+            continue
+        yours = yours_of_shape(evidence, case, expected.shape)
+        return {
+            "token_loss": {
+                "case": case,
+                "model": case_model(evidence, case),
+                "reference": batch_mean(finite_or_nan(expected)),
+                "yours": None if yours is None else batch_mean(yours),
+                "repeat_starts": int(expected.shape[1] // 2),
+            }
+        }
+    return {}
+
+
+def batch_mean(losses: np.ndarray) -> list[float]:
+    """The mean over the batch at each position; NaN where any sequence's loss there is not a number."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return finite_or_nan(losses.mean(axis=0)).tolist()
+
+
+def ablation_costs(evidence) -> dict:
+    """What ablating each head costs (the loss on the repeated half, ablated minus clean), the reference's and the
+    learner's: one row per case, whose expected output is one number (a head's cost) or a (layer, head) grid of
+    them, each head then its own row."""
+    if evidence.check.id != ABLATION_COST:
+        return {}
+    rows = []
+    for case in evidence.cases:
+        expected = evidence.expected.get(case)
+        if expected is None or expected.ndim > 2 or not 0 < expected.size <= MAX_HEADS:
+            continue
+        theirs, yours = finite_or_nan(expected), yours_of_shape(evidence, case, expected.shape)
+        for index in np.ndindex(*expected.shape):
+            label = (
+                case
+                if not index
+                else f"{case}: "
+                + ", ".join(f"{axis} {i}" for axis, i in zip(("layer", "head")[-len(index) :], index, strict=True))
+            )
+            rows.append(
+                {
+                    "head": label,
+                    "model": case_model(evidence, case),
+                    "reference": float(theirs[index]),
+                    "yours": None if yours is None else float(yours[index]),
+                }
+            )
+    return {"ablation": {"rows": rows}} if rows else {}
+
+
+FIGURES = (  # each {} where it draws nothing
+    attention_patterns,
+    next_token_predictions,
+    logit_lens_tops,
+    loss_curve,
+    head_scores,
+    token_loss,
+    ablation_costs,
+)
 
 
 def all_figures(evidence) -> dict:

@@ -26,8 +26,8 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 td.pass { color: #1a7f37; } td.fail { color: #cf222e; } td.todo { color: #9a6700; }
 td.error, td.timeout { color: #8250df; }
 .lens td { font-family: ui-monospace, monospace; white-space: pre; }
-.lens td.differs, .predictions td.differs { background: #ffebe9; }
-.predictions td { font-family: ui-monospace, monospace; white-space: pre; }
+.lens td.differs, .predictions td.differs, .ablation td.differs { background: #ffebe9; }
+.predictions td, .ablation td { font-family: ui-monospace, monospace; white-space: pre; }
 p.model { color: #57606a; font-style: italic; }
 """
 
@@ -45,6 +45,8 @@ MODELS = {  # what each figure's `model` (grader.host.figures) is, in the words 
     "the random reference": "the random-weight stand-in for GPT-2 (offline): its numbers mean nothing, only"
     " whether yours match them",
     figures.YOURS: "your own Transformer, at the check's tiny size, trained by your Trainer",
+    figures.INDUCTION_MODEL: "the small trained induction model (2 layers of 4 heads,"
+    " grader/builder/induction_model.py): a previous-token head in layer 0, induction heads in layer 1",
 }
 
 
@@ -175,12 +177,115 @@ def curve_section(data: dict, reference: str) -> str:
     return f"<h3>training loss, step by step</h3>{shows(data, reference)}{image(figure, 'training loss curve')}"
 
 
+# --- Part 5: induction heads ------------------------------------------------------------------------------------
+
+MAX_ANNOTATED = 64  # heads whose score is written in its cell: the small model's 8, not GPT-2's 144
+
+
+def score_grid(axes, scores: list, found: list, title: str) -> object:
+    """One layer x head heatmap of scores on 0..1, each found head boxed, each score written where few."""
+    from matplotlib.patches import Rectangle
+
+    shown = axes.imshow(scores, vmin=0.0, vmax=1.0, cmap="viridis", interpolation="nearest", aspect="auto")
+    layers, heads = len(scores), len(scores[0])
+    for layer, head in found:
+        axes.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
+    if layers * heads <= MAX_ANNOTATED:
+        for layer, row in enumerate(scores):
+            for head, score in enumerate(row):
+                said = "NaN" if not math.isfinite(score) else f"{score:.2f}"
+                axes.text(
+                    head, layer, said, ha="center", va="center", fontsize=8, color="white" if score < 0.6 else "black"
+                )
+    axes.set_xticks(range(heads), [str(head) for head in range(heads)], fontsize=7)
+    axes.set_yticks(range(layers), [str(layer) for layer in range(layers)], fontsize=7)
+    axes.set(xlabel="head", ylabel="layer", title=title)
+    return shown
+
+
+def scores_section(data: dict, reference: str) -> str:
+    """Per case: the expected scores beside yours, layer x head, the heads found above the threshold boxed."""
+    kind, threshold, parts = data["score"], data["threshold"], []
+    for grid in data["grids"]:
+        model = who(grid, reference)
+        sides = [(f"expected ({model})", grid["reference"], grid["found_reference"])]
+        if grid["yours"] is not None:
+            sides.append(("yours", grid["yours"], grid["found_yours"]))
+        layers, heads = len(grid["reference"]), len(grid["reference"][0])
+        figure = Figure(figsize=(len(sides) * (0.5 * heads + 2.2), 0.45 * layers + 1.8), layout="constrained")
+        figure.suptitle(f"{kind} score of each head on {grid['case']}; boxed: found (above {threshold})")
+        for axes, (title, scores, found) in zip(figure.subplots(1, len(sides), squeeze=False)[0], sides, strict=True):
+            shown = score_grid(axes, scores, found, title)
+        figure.colorbar(shown, ax=figure.axes, shrink=0.8, label=f"{kind} score")
+        found = ", ".join(f"{layer}.{head}" for layer, head in grid["found_reference"]) or "none"
+        alt = f"{kind} scores by layer and head: {model}'s" + (
+            ", yours beside them" if grid["yours"] is not None else " (yours has none of its shape)"
+        )
+        parts.append(
+            f"{shows(grid, reference)}<p>heads found (layer.head) in the expected scores: {escape(found)}"
+            f"{found_heads_said(grid)}</p>{image(figure, alt)}"
+        )
+    return f"<h3>{escape(kind)} scores of every head</h3>{''.join(parts)}"
+
+
+def found_heads_said(grid: dict) -> str:
+    if grid["found_yours"] is None:
+        return ""
+    yours = ", ".join(f"{layer}.{head}" for layer, head in grid["found_yours"]) or "none"
+    same = " (the same)" if grid["found_yours"] == grid["found_reference"] else " (they differ)"
+    return f"; in yours: {escape(yours)}{same}"
+
+
+def token_loss_section(data: dict, reference: str) -> str:
+    """The per-token loss along a repeated sequence, expected and yours, a vertical line where the repeat starts."""
+    model, start = who(data, reference), data["repeat_starts"]
+    figure = Figure(figsize=(7, 3.5), dpi=100, layout="constrained")
+    axes = figure.subplots()
+    positions = range(len(data["reference"]))
+    axes.plot(positions, data["reference"], linestyle="--", color="gray", label=f"expected ({model})")
+    if data["yours"] is not None:
+        axes.plot(positions, data["yours"], color="C0", label="yours")
+    axes.axvline(start, color="red", linestyle=":", label="the repeat starts")
+    axes.set(
+        xlabel="position p (the loss of token p + 1)",
+        ylabel="loss (nats), batch mean",
+        title=f"per-token loss on [BOS, A, A] ({data['case']})",
+    )
+    axes.legend(fontsize=8)
+    alt = f"per-token loss on a repeated sequence: {model}'s" + (
+        ", yours beside it" if data["yours"] is not None else ""
+    )
+    title = "<h3>per-token loss on a repeated sequence: it falls on the second half, where induction heads copy</h3>"
+    return f"{title}{shows(data, reference)}{image(figure, alt)}"
+
+
+def ablation_section(data: dict, reference: str) -> str:
+    """A table: each head ablated, the expected cost (ablated minus clean loss on the repeated half) and yours."""
+    rows, models = [], []
+    for row in data["rows"]:
+        yours, expected = row["yours"], row["reference"]
+        close = yours is not None and math.isclose(yours, expected, rel_tol=1e-3, abs_tol=1e-4)
+        shown = "-" if yours is None else f"{yours:.4f}"
+        rows.append(
+            f"<tr><td>{escape(row['head'])}</td><td>{expected:.4f}</td>"
+            f'<td class="{"same" if close else "differs"}">{shown}</td></tr>'
+        )
+        models.append(row["model"])
+    said = "".join(shows({"model": model}, reference) for model in dict.fromkeys(models))
+    head = "<tr><th>head ablated</th><th>expected cost</th><th>yours</th></tr>"
+    title = "<h3>what ablating each head costs: the loss on the repeated half, ablated minus clean</h3>"
+    return f'{title}{said}<table class="ablation">{head}{"".join(rows)}</table>'
+
+
 SECTIONS = {
     "attention": attention_section,
     "predictions": predictions_section,
     "difference": difference_section,
     "logit_lens": lens_section,
     "loss_curve": curve_section,
+    "head_scores": scores_section,
+    "token_loss": token_loss_section,
+    "ablation": ablation_section,
 }
 
 
