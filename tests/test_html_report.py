@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 
+import figure_evidence
 import pytest
 from conftest import by_id, run_grade, write_variant
 
@@ -50,6 +51,7 @@ def open_page(path, tmp_path) -> dict:
                 "table.predictions tr", "rows => rows.map(r => [...r.cells].map(c => [c.textContent, c.className]))"
             )
             seen["models"] = page.eval_on_selector_all("p.model", "ps => ps.map(p => p.textContent)")
+            seen["ablation_rows"] = page.locator("table.ablation tr").count()
             page.screenshot(path=str(tmp_path / "screenshot.png"), full_page=True)
         finally:
             browser.close()
@@ -95,6 +97,45 @@ def test_page_loads_without_errors_and_draws_its_images(broken_attention_page, t
     assert len(rows) == 7 and any(cells[2][1] == "differs" for cells in rows)  # 7 prompt tokens, some differ
     stand_in = "model shown: the random-weight stand-in for GPT-2 (offline)"
     assert len(seen["models"]) == 5 and all(said.startswith(stand_in) for said in seen["models"])
+
+
+@pytest.mark.slow
+def test_part5s_pictures_load_and_are_drawn(tmp_path):
+    """Part 5's figures, from hand-built evidence on the small trained model's numbers (tests/figure_evidence.py),
+    in a page: the score grids and the loss along a repeated sequence drawn, the ablation table a row per head."""
+    from grader.host import figures
+    from grader.host.render import html
+    from grader.host.results import CheckResult, Report
+
+    yours = figure_evidence.INDUCTION_SCORES.copy()
+    yours[1, 2] = 0.42
+    evidences = {
+        "induction.previous_token_scores": figure_evidence.scores_evidence(
+            figure_evidence.PREVIOUS_TOKEN_SCORES, "previous_token"
+        ),
+        "induction.induction_scores": figure_evidence.scores_evidence(yours),
+        "induction.per_token_loss": figure_evidence.token_loss_evidence(None),
+        "induction.ablation_cost": figure_evidence.ablation_evidence(figure_evidence.ABLATION_COSTS),
+    }
+    checks = [
+        CheckResult(check, "induction", "a Part 5 check", "fail", 1, figures=figures.all_figures(evidence))
+        for check, evidence in evidences.items()
+    ]
+    page = tmp_path / "part5.html"
+    page.write_text(html.render(Report("gpt2", "pkg", checks)))
+    seen = open_page(page, tmp_path)
+    assert seen["errors"] == [] and seen["requests"] == []
+    model = "the small trained induction model"
+    assert [image["alt"] for image in seen["images"]] == [
+        f"previous-token scores by layer and head: {model}'s, yours beside them",
+        f"induction scores by layer and head: {model}'s, yours beside them",
+        f"per-token loss on a repeated sequence: {model}'s",
+    ]
+    assert all(image["drawn"] for image in seen["images"])
+    assert seen["ablation_rows"] == 1 + 8  # the heading, then each of the 2 x 4 heads
+    assert len(seen["models"]) == 4 and all(
+        said.startswith(f"model shown: {model} (2 layers") for said in seen["models"]
+    )
 
 
 @pytest.mark.slow
