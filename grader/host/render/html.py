@@ -141,7 +141,7 @@ def difference_section(data: dict, reference: str) -> str:
     figure = Figure(figsize=(10, 0.35 * len(values) + 1.5), layout="constrained")
     axes = figure.subplots()
     shown = axes.imshow(values, aspect="auto", cmap="magma", interpolation="nearest")
-    figure.colorbar(shown, ax=axes, label="|yours - reference|")
+    figure.colorbar(shown, ax=axes, label=f"|yours - {who(data, reference)}|")
     axes.set_xlabel(
         f"feature (first {len(values[0])} of {data['features']})" if len(values[0]) < data["features"] else "feature"
     )
