@@ -28,7 +28,7 @@ from grader.shared.types import counts_by_part
 
 if TYPE_CHECKING:
     import torch
-    from transformer_lens import HookedTransformer
+    from transformer_lens import ActivationCache, HookedTransformer
 
 MODEL_NAME = "gpt2"
 PROMPT = "The cat sat on the mat"
@@ -88,11 +88,12 @@ def write_random_hub(hub: Path) -> None:
 class Reference:
     """GPT-2 behind a small tensor interface: activations, module calls and parameters."""
 
-    def __init__(self, model: HookedTransformer, kind: str, seed: int = DEFAULT_INPUT_SEED):
+    def __init__(self, model: HookedTransformer, kind: str, seed: int = DEFAULT_INPUT_SEED, bos: int | None = None):
         import torch
 
         self.model = model
         self.kind = kind
+        self.bos = model.tokenizer.bos_token_id if bos is None else bos  # the id a sequence begins with
         self.n_layers = model.cfg.n_layers
         self.n_heads = model.cfg.n_heads
         self.n_ctx = model.cfg.n_ctx
@@ -102,10 +103,9 @@ class Reference:
         self.seed = seed
         self.prompt = PROMPT  # the text of the "prompt" tokens, for case builders that need it as text
         self.generator = torch.Generator().manual_seed(seed)
-        self.tokens = {
-            "prompt": model.to_tokens(PROMPT, prepend_bos=True).cpu(),
-            "random": torch.randint(0, self.d_vocab, (2, 12), generator=self.generator),
-        }
+        # A model without a tokenizer (the small induction model) has no prompt.
+        prompt = {"prompt": model.to_tokens(PROMPT, prepend_bos=True).cpu()} if model.tokenizer else {}
+        self.tokens = prompt | {"random": torch.randint(0, self.d_vocab, (2, 12), generator=self.generator)}
 
     @cache  # noqa: B019 (one Reference lives as long as the builder process)
     def activations(self, tokens_name: str) -> dict[str, torch.Tensor]:
@@ -209,6 +209,70 @@ class Reference:
         """One head's QK (W_Q W_K^T) and OV (W_V W_O) circuits, (d_model, d_model), from FactoredMatrix."""
         attn = self.model.blocks[layer].attn
         return {"qk": attn.QK[head].AB.detach().clone(), "ov": attn.OV[head].AB.detach().clone()}
+
+    # --- Part 5: induction heads, on this model or on the small trained one ---------------------------------------
+
+    @cache  # noqa: B019 (one Reference lives as long as the builder process)
+    def induction_model(self) -> Reference:
+        """The small trained model with a previous-token head and induction heads (grader/builder/induction_model.py),
+        from its shipped weights, behind this same interface; its sequences begin with end-of-text, in its
+        vocabulary (the corpus's ids, by frequency), as GPT-2's do."""
+        from grader.builder import induction_model
+
+        end_of_text = int((self.corpus().gpt2_ids == self.tokenizer.eos_token_id).nonzero()[0, 0])
+        assert end_of_text < induction_model.D_VOCAB, "end-of-text is among the small model's tokens"
+        return Reference(induction_model.load(), "induction-2l", self.seed, bos=end_of_text)
+
+    def run_with_cache(self, tokens: torch.Tensor, names: tuple[str, ...]) -> tuple[torch.Tensor, ActivationCache]:
+        """The logits and transformer_lens's ActivationCache of the hooks `names` on any token ids."""
+        import torch
+
+        with torch.no_grad():
+            return self.model.run_with_cache(tokens, names_filter=lambda name: name in names)
+
+    @cache  # noqa: B019 (one Reference lives as long as the builder process)
+    def mean_patterns(self, tokens_name: str) -> torch.Tensor:
+        """Every head's attention pattern on one of `self.tokens`, averaged over the batch: (n_layers, n_heads,
+        query, key)."""
+        import torch
+
+        names = tuple(f"blocks.{layer}.attn.hook_pattern" for layer in range(self.n_layers))
+        _, activation_cache = self.run_with_cache(self.tokens[tokens_name], names)
+        return torch.stack([activation_cache[name].mean(dim=0) for name in names]).detach().clone()
+
+    def logits_with_hook(self, tokens: torch.Tensor, hook: str, edit) -> torch.Tensor:
+        """The logits with the activation at the hook point `hook` replaced by `edit(activation)`."""
+        import torch
+
+        with torch.no_grad():
+            logits = self.model.run_with_hooks(tokens, fwd_hooks=[(hook, lambda activation, hook: edit(activation))])
+        return logits.detach().clone()
+
+    def head_results(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What each head writes into the residual stream, (batch, posn, n_layers, n_heads, d_model), as
+        "results" (from hook_z and W_O), and as ln_final sees it, centred and divided by its scale
+        (`apply_ln_to_stack`), as "normalised"; "scale" is ln_final's scale, (batch, posn, 1)."""
+        import einops
+
+        names = (*(f"blocks.{layer}.attn.hook_z" for layer in range(self.n_layers)), "ln_final.hook_scale")
+        _, activation_cache = self.run_with_cache(tokens, names)
+        stack = activation_cache.stack_head_results(layer=-1)  # (layer head, batch, posn, d_model)
+        normalised = activation_cache.apply_ln_to_stack(stack, layer=-1)
+        as_heads = "(layer head) batch posn d_model -> batch posn layer head d_model"
+        return {
+            "results": einops.rearrange(stack, as_heads, layer=self.n_layers).detach().clone(),
+            "normalised": einops.rearrange(normalised, as_heads, layer=self.n_layers).detach().clone(),
+            "scale": activation_cache["ln_final.hook_scale"].detach().clone(),
+        }
+
+    def k_composition_score(self, earlier: tuple[int, int], later: tuple[int, int]) -> torch.Tensor:
+        """How much the head `earlier` (layer, head) writes into the keys of the head `later`, as transformer_lens's
+        `all_composition_scores("K")` scores it (computed for this one pair: all of GPT-2's take minutes)."""
+        from transformer_lens.utils import composition_scores
+
+        (l0, h0), (l1, h1) = earlier, later
+        ov, qk = self.model.blocks[l0].attn.OV[h0], self.model.blocks[l1].attn.QK[h1]
+        return composition_scores(ov, qk.T).detach().clone()
 
     def gelu_new(self, x: torch.Tensor) -> torch.Tensor:
         from transformer_lens.utils import gelu_new
