@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import pytest
 from conftest import EXERCISES, REPO, SOLUTIONS, run_grade
 
 from grader.checks import registry
@@ -59,10 +60,18 @@ def test_stubs_are_all_todo_and_exit_1(reference, tmp_path):
     assert "start here: exercises/embedding.py, Embed.forward" in result.stdout
 
 
-def test_json_report_matches_its_schema(reference, tmp_path):
-    result = run_grade("--reference", "random", "--solutions", "embed", "attention", "--json", str(tmp_path / "r.json"))
+@pytest.fixture(scope="module")
+def solutions_offline(reference, tmp_path_factory):
+    """One `grade --solutions embed attention --json`, the reference left to its default (auto) with no network:
+    the two tests below read it apart (the schema of its report, and the fallback's banner)."""
+    path = tmp_path_factory.mktemp("offline") / "r.json"
+    return run_grade("--solutions", "embed", "attention", "--json", str(path)), path
+
+
+def test_json_report_matches_its_schema(solutions_offline):
+    result, path = solutions_offline
     assert result.returncode == 0, result.stdout + result.stderr
-    report = json.loads((tmp_path / "r.json").read_text())
+    report = json.loads(path.read_text())
     schema = json.loads((REPO / "grader" / "schemas" / "report.schema.json").read_text())
     jsonschema.validate(report, schema)
     assert report["reference"] == "random" and report["score"] == report["max_score"] == 5
@@ -76,8 +85,8 @@ def test_subset_by_prefix_and_unknown_check(reference):
     assert unknown.returncode == 2 and "no check matches 'attenton'" in unknown.stderr
 
 
-def test_auto_reference_falls_back_loudly_when_offline(reference):
-    result = run_grade("--solutions", "embed")
+def test_auto_reference_falls_back_loudly_when_offline(solutions_offline):
+    result, _ = solutions_offline
     assert result.returncode == 0, result.stdout + result.stderr
     assert "RANDOM model" in result.stdout.replace("\n", " ")
 
