@@ -11,6 +11,7 @@ import sys
 import types
 
 import pytest
+import test_induction
 import test_interp
 import test_messages_match_the_table
 import test_mistakes
@@ -31,6 +32,7 @@ VARIANT_TABLES = {
     "tests/test_sampling.py": {row[0] for row in test_sampling.MISTAKES.values()},
     "tests/test_interp.py": set(test_interp.MISTAKES),  # keyed by check
     "tests/test_training.py": {row[0] for row in test_training.MISTAKES.values()},
+    "tests/test_induction.py": {row[0] for row in test_induction.MISTAKES.values()},
     "tests/test_messages_match_the_table.py": set(test_messages_match_the_table.RETURNS),  # keyed by check
 }
 # Checks whose written-wrong variant is graded in a test of its own: check -> "file::test".

@@ -97,7 +97,7 @@ def on_stand_ins(checks: tuple[Check, ...]) -> tuple[Check, ...]:
 # The course's parts in the order a learner meets them (Check.part). Within a part, checks follow their pages of
 # docs/course/ (numbered in reading order), and on one page a check comes after those it `uses`: grade --list,
 # the reports and the notebooks follow that order, so a new check file needs no line anywhere else.
-PARTS = ("model", "sampling", "interp", "training")
+PARTS = ("model", "sampling", "interp", "training", "induction")
 
 
 class MisplacedCheck(LookupError):
