@@ -80,39 +80,52 @@ def predictions_evidence(output: np.ndarray | None, check_id: str = "transformer
     return evidence(check_id, [case], {"prompt": REFERENCE_LOGITS}, outputs)
 
 
-# --- Part 5: induction heads, on the small trained model's numbers (docs/induction-model.md) ---------------------
+# --- Part 5: induction heads, on the small trained model's numbers (docs/induction-model.md), under the case names
+# of grader/checks/induction.py ("small." the small trained model) --------------------------------------------------
 
 PREVIOUS_TOKEN_SCORES = np.array([[0.11, 0.54, 0.10, 0.16], [0.03, 0.02, 0.02, 0.02]])  # (layer 2, head 4)
 INDUCTION_SCORES = np.array([[0.01, 0.00, 0.01, 0.00], [0.84, 0.91, 0.77, 0.89]])
-SEQ_LEN = 10
+SEQ_LEN = 20  # grader.checks.induction.SEQ_LEN: [BOS, A, A] is 41 tokens, per_token_loss's 40 losses
 
 
 def repeated_losses() -> np.ndarray:
-    """(batch 3, 2 * SEQ_LEN): about log 512 nats on the random first half and its repeat's first token, then low."""
+    """(batch 8, 2 * SEQ_LEN): about log 512 nats on the random first half and its repeat's first token, then low."""
     rng = np.random.default_rng(0)
-    first = 6.2 + rng.normal(0.0, 0.3, (3, SEQ_LEN + 1))
-    repeated = 0.3 + rng.normal(0.0, 0.05, (3, SEQ_LEN - 1))
+    first = 6.2 + rng.normal(0.0, 0.3, (8, SEQ_LEN + 1))
+    repeated = 0.3 + rng.normal(0.0, 0.05, (8, SEQ_LEN - 1))
     return np.concatenate([first, repeated], axis=1)
 
 
-# What ablating each head costs on the repeated half: little for layer 1 alone (four induction heads back each
-# other up), most for the previous-token head 0.1 that all of them read.
-ABLATION_COSTS = np.array([[0.02, 2.85, 0.01, 0.05], [0.41, 0.62, 0.30, 0.55]])
+# What ablating a head costs on the repeated half, by case: the previous-token head 0.1 most (every induction head
+# reads it); each layer-1 induction head less (the other three back it up).
+ABLATION_COSTS = {
+    f"small.blocks.{layer}.head{head}.{how}": np.array(cost)
+    for (layer, head), costs in {(0, 1): (2.85, 2.10), (1, 0): (0.41, 0.22), (1, 1): (0.62, 0.35)}.items()
+    for how, cost in zip(("zero", "mean"), costs, strict=True)
+}
 
 
-def part5_evidence(check_id: str, case: str, expected: np.ndarray, output: np.ndarray | None) -> Evidence:
-    spec = wire.CaseSpec(case, 1, None, [])
-    return evidence(check_id, [spec], {case: expected}, {} if output is None else {f"{case}/out": output})
+def part5_evidence(check_id: str, expected: dict, outputs: dict) -> Evidence:
+    specs = [wire.CaseSpec(case, 1, None, []) for case in expected]
+    answered = {f"{case}/out": value for case, value in outputs.items() if value is not None}
+    return evidence(check_id, specs, expected, answered)
 
 
 def scores_evidence(output: np.ndarray | None, kind: str = "induction") -> Evidence:
     expected = INDUCTION_SCORES if kind == "induction" else PREVIOUS_TOKEN_SCORES
-    return part5_evidence(f"induction.{kind}_scores", "induction_model", expected, output)
+    case = f"small.{kind}_scores"
+    return part5_evidence(f"induction.{kind}_scores", {case: expected}, {case: output})
 
 
 def token_loss_evidence(output: np.ndarray | None) -> Evidence:
-    return part5_evidence("induction.per_token_loss", "repeated", repeated_losses(), output)
+    """per_token_loss's two cases: toy logits, which no figure draws, and the small model's own on [BOS, A, A]."""
+    expected = {"toy_logits": np.ones((2, 6)), "small.repeated": repeated_losses()}
+    return part5_evidence(
+        "induction.per_token_loss", expected, {"toy_logits": np.ones((2, 6)), "small.repeated": output}
+    )
 
 
-def ablation_evidence(output: np.ndarray | None) -> Evidence:
-    return part5_evidence("induction.ablation_cost", "induction_model", ABLATION_COSTS, output)
+def ablation_evidence(outputs: dict | np.ndarray | None) -> Evidence:
+    """ablation_cost's cases answered with `outputs`: one per case (a dict), the same for each (an array), or none."""
+    answered = outputs if isinstance(outputs, dict) else dict.fromkeys(ABLATION_COSTS, outputs)
+    return part5_evidence("induction.ablation_cost", ABLATION_COSTS, answered)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import figure_evidence
 import numpy as np
 import pytest
 from figure_evidence import (
@@ -24,6 +25,7 @@ from figure_evidence import (
 
 from grader.host import figures
 from grader.host.show import prediction_lines
+from grader.shared import wire
 
 pytestmark = pytest.mark.unit
 
@@ -166,9 +168,10 @@ def test_the_score_grids_hold_every_heads_score_and_the_heads_each_finds():
     yours = INDUCTION_SCORES.copy()
     yours[1, 2] = 0.42  # head 1.2 no longer found
     drawn = figures.head_scores(scores_evidence(yours))["head_scores"]
-    assert (drawn["score"], drawn["threshold"]) == ("induction", 0.5)
+    assert drawn["score"] == "induction"
     [grid] = drawn["grids"]
-    assert grid["model"] == "the small trained induction model" and grid["case"] == "induction_model"
+    assert grid["model"] == "the small trained induction model" and grid["case"] == "small.induction_scores"
+    assert grid["threshold"] == 0.5
     assert grid["reference"] == INDUCTION_SCORES.tolist() and grid["yours"] == yours.tolist()
     assert grid["found_reference"] == [[1, 0], [1, 1], [1, 2], [1, 3]]
     assert grid["found_yours"] == [[1, 0], [1, 1], [1, 3]]
@@ -184,33 +187,55 @@ def test_a_score_equal_to_the_threshold_or_nan_is_no_head_found():
     assert math.isnan(grid["yours"][0][0]) and math.isnan(grid["yours"][1][1])
 
 
+def test_gpt2s_cases_name_gpt2_and_its_threshold():
+    """A case named gpt2. ran on GPT-2's own heads (the reference, when it is GPT-2), found above 0.4."""
+    case = wire.CaseSpec("gpt2.induction_scores", 1, None, [])
+    scores = np.zeros((12, 12))
+    scores[5, 1], scores[5, 5], scores[4, 11] = 0.45, 0.38, 0.9
+    evidence = figure_evidence.evidence("induction.induction_scores", [case], {case.name: scores}, {})
+    [grid] = figures.head_scores(evidence)["head_scores"]["grids"]
+    assert (grid["model"], grid["threshold"]) == ("GPT-2", 0.4)
+    assert grid["found_reference"] == [[4, 11], [5, 1]] and grid["yours"] is None
+
+
+def test_the_figures_thresholds_are_the_checks():
+    from grader.checks.induction import THRESHOLD
+
+    assert figures.THRESHOLDS == THRESHOLD
+
+
 def test_the_loss_along_the_repeated_sequence_is_the_batch_mean_with_where_the_repeat_starts():
     losses = repeated_losses()
     yours = losses.copy()
     yours[0, 3] = np.nan
     drawn = figures.token_loss(token_loss_evidence(yours))["token_loss"]
-    assert drawn["repeat_starts"] == SEQ_LEN and drawn["case"] == "repeated"
+    assert drawn["repeat_starts"] == SEQ_LEN and drawn["case"] == "small.repeated"
+    assert drawn["model"] == "the small trained induction model"
     assert drawn["reference"] == pytest.approx(losses.mean(axis=0).tolist())
     assert math.isnan(drawn["yours"][3]) and drawn["yours"][4] == pytest.approx(losses[:, 4].mean())
     assert min(drawn["reference"][SEQ_LEN + 1 :]) > 0 and max(drawn["reference"][SEQ_LEN + 1 :]) < 1  # it falls
 
 
-def test_the_ablation_table_has_a_row_per_head():
-    yours = ABLATION_COSTS.copy()
-    yours[0, 1] = -2.85
+def test_the_ablation_table_has_a_row_per_case_its_head_read_from_the_name():
+    yours = dict(ABLATION_COSTS)
+    yours["small.blocks.0.head1.zero"] = np.array(-2.85)  # the sign: clean minus ablated
     rows = figures.ablation_costs(ablation_evidence(yours))["ablation"]["rows"]
-    assert len(rows) == 8 and rows[1] == {
-        "head": "induction_model: layer 0, head 1",
+    assert len(rows) == len(ABLATION_COSTS) == 6
+    assert rows[0] == {
+        "case": "small.blocks.0.head1.zero",
+        "head": "0.1",
+        "how": "zero",
         "model": "the small trained induction model",
         "reference": 2.85,
         "yours": -2.85,
     }
+    assert [(row["head"], row["how"]) for row in rows[1:3]] == [("0.1", "mean"), ("1.0", "zero")]
 
 
 @pytest.mark.parametrize(
     "yours",
-    [None, np.zeros((4, 2)), np.zeros((0,)), np.ones((2, 4), dtype=bool), np.zeros(())],
-    ids=["no output", "transposed", "empty", "bool", "0-d"],
+    [None, np.zeros((4, 2)), np.zeros((0,)), np.ones((2, 4), dtype=bool), np.zeros((2, 4, 1))],
+    ids=["no output", "transposed", "empty", "bool", "another rank"],
 )
 def test_without_your_numbers_of_the_expected_shape_only_the_expected_are_drawn(yours):
     grid = figures.head_scores(scores_evidence(yours))["head_scores"]["grids"][0]
@@ -228,8 +253,9 @@ def test_the_page_draws_the_part5_figures_naming_the_small_model():
     for evidence in (scores_evidence(yours), token_loss_evidence(repeated_losses()), ablation_evidence(ABLATION_COSTS)):
         drawn |= figures.all_figures(evidence)
     page = "".join(html.SECTIONS[name](data, "GPT-2") for name, data in drawn.items())
-    assert page.count("<img ") == 2 and page.count('class="same"') == 8
+    assert page.count("<img ") == 2 and page.count('class="same"') == 6
     assert "induction scores by layer and head: the small trained induction model&#x27;s, yours beside them" in page
     assert "per-token loss on a repeated sequence: the small trained induction model&#x27;s, yours beside it" in page
     assert "heads found (layer.head) in the expected scores: 1.0, 1.1, 1.2, 1.3; in yours: 1.0, 1.1, 1.3" in page
+    assert "<tr><td>0.1</td><td>zero</td><td>+2.8500</td>" in page
     assert page.count("model shown: the small trained induction model (2 layers of 4 heads") == 3

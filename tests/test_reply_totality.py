@@ -643,7 +643,7 @@ FIGURE_EXPECTED = {
     "predictions": figure_evidence.REFERENCE_LOGITS,
     "head_scores": figure_evidence.INDUCTION_SCORES,
     "token_loss": figure_evidence.repeated_losses(),
-    "ablation": figure_evidence.ABLATION_COSTS,
+    "ablation": figure_evidence.ABLATION_COSTS["small.blocks.0.head1.zero"],
 }
 
 

@@ -10,6 +10,8 @@ model where the figure is of it."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from grader.shared import wire
@@ -138,18 +140,29 @@ def loss_curve(evidence) -> dict:
 # --- Part 5: induction heads ------------------------------------------------------------------------------------
 
 INDUCTION_MODEL = "the small trained induction model"  # grader/builder/induction_model.py, 2 layers of 4 heads
+# The Part 5 checks (grader/checks/induction.py) whose cases these figures draw; a case's name begins with the model
+# it ran on: "small." the small trained model, always; "gpt2." GPT-2's own heads, only when the reference is GPT-2.
 SCORES = {"induction.previous_token_scores": "previous-token", "induction.induction_scores": "induction"}
-FOUND_ABOVE = 0.5  # the induction model's threshold (grader.builder.induction_model): a head scoring above is found
 PER_TOKEN_LOSS = "induction.per_token_loss"
 ABLATION_COST = "induction.ablation_cost"
+# heads_above's thresholds by model, grader.checks.induction.THRESHOLD's (which the host may not import: that module
+# imports the learner's drivers); tests/test_figures_unit.py holds them equal.
+THRESHOLDS = {"small": 0.5, "gpt2": 0.4}
+REPEATED = "small.repeated"  # per_token_loss's case on the small model's own logits on [BOS, A, A]
 MAX_HEADS = 1024  # cells of a score grid or an ablation table; GPT-2's 144 heads fit
+ABLATION = re.compile(r"^(?:\w+\.)?blocks\.(\d+)\.head(\d+)\.(\w+)$")  # small.blocks.1.head2.zero
 
 
 def case_model(evidence, case: str) -> str:
-    """The model a Part 5 case's tensors come from: the reference (GPT-2, or the random stand-in) where the
-    case's name says so, else the small trained induction model."""
-    named = case.lower()
-    return evidence.reference_name if "gpt2" in named or "gpt-2" in named or "random" in named else INDUCTION_MODEL
+    """The model a Part 5 case's tensors come from, by its name: GPT-2 (the reference) for "gpt2.", else the small
+    trained induction model."""
+    return evidence.reference_name if case.startswith("gpt2.") else INDUCTION_MODEL
+
+
+def found_above(case: str) -> float:
+    """heads_above's threshold for the case's model: a head scoring above it is found (GPT-2's induction heads share
+    their attention more, so its threshold is lower)."""
+    return THRESHOLDS["gpt2" if case.startswith("gpt2.") else "small"]
 
 
 def yours_of_shape(evidence, case: str, shape: tuple) -> np.ndarray | None:
@@ -169,7 +182,7 @@ def heads_above(scores: np.ndarray, threshold: float) -> list[list[int]]:
 
 def head_scores(evidence) -> dict:
     """The previous-token or induction score of every head (layer x head) on each case, the reference's and the
-    learner's, with the heads each finds (above FOUND_ABOVE)."""
+    learner's, with the heads each finds (above the case model's threshold)."""
     kind = SCORES.get(evidence.check.id)
     if kind is None:
         return {}
@@ -183,36 +196,35 @@ def head_scores(evidence) -> dict:
             {
                 "case": case,
                 "model": case_model(evidence, case),
+                "threshold": found_above(case),
                 "reference": theirs.tolist(),
                 "yours": None if yours is None else yours.tolist(),
-                "found_reference": heads_above(theirs, FOUND_ABOVE),
-                "found_yours": None if yours is None else heads_above(yours, FOUND_ABOVE),
+                "found_reference": heads_above(theirs, found_above(case)),
+                "found_yours": None if yours is None else heads_above(yours, found_above(case)),
             }
         )
-    return {"head_scores": {"score": kind, "threshold": FOUND_ABOVE, "grids": grids}} if grids else {}
+    return {"head_scores": {"score": kind, "grids": grids}} if grids else {}
 
 
 def token_loss(evidence) -> dict:
     """The loss of each next token on [BOS, A, A] sequences, averaged over the batch, the reference's and the
     learner's: per_token_loss's output (batch, 2 * seq_len), whose entry p is the loss of token p + 1, so the
-    repeated half's first token is predicted at p = seq_len. The first case of that shape is drawn."""
-    if evidence.check.id != PER_TOKEN_LOSS:
+    repeated half's first token is predicted at p = seq_len. Drawn on the small model's case (REPEATED)."""
+    if evidence.check.id != PER_TOKEN_LOSS or REPEATED not in evidence.cases:
         return {}
-    for case in sorted(evidence.cases, key=lambda name: "repeat" not in name.lower()):  # a repeated case first
-        expected = evidence.expected.get(case)
-        if expected is None or expected.ndim != 2 or expected.shape[0] < 1 or expected.shape[1] < 2:
-            continue
-        yours = yours_of_shape(evidence, case, expected.shape)
-        return {
-            "token_loss": {
-                "case": case,
-                "model": case_model(evidence, case),
-                "reference": batch_mean(finite_or_nan(expected)),
-                "yours": None if yours is None else batch_mean(yours),
-                "repeat_starts": int(expected.shape[1] // 2),
-            }
+    expected = evidence.expected.get(REPEATED)
+    if expected is None or expected.ndim != 2 or expected.shape[0] < 1 or expected.shape[1] < 2:
+        return {}
+    yours = yours_of_shape(evidence, REPEATED, expected.shape)
+    return {
+        "token_loss": {
+            "case": REPEATED,
+            "model": case_model(evidence, REPEATED),
+            "reference": batch_mean(finite_or_nan(expected)),
+            "yours": None if yours is None else batch_mean(yours),
+            "repeat_starts": int(expected.shape[1] // 2),
         }
-    return {}
+    }
 
 
 def batch_mean(losses: np.ndarray) -> list[float]:
@@ -222,32 +234,29 @@ def batch_mean(losses: np.ndarray) -> list[float]:
 
 
 def ablation_costs(evidence) -> dict:
-    """What ablating each head costs (the loss on the repeated half, ablated minus clean), the reference's and the
-    learner's: one row per case, whose expected output is one number (a head's cost) or a (layer, head) grid of
-    them, each head then its own row."""
+    """What ablating each head costs (the rise of the loss on the repeated half, ablated minus clean), the
+    reference's and the learner's: a row per case, each one number, its head and how it was ablated read from the
+    case's name (small.blocks.1.head2.zero); a case of another shape is left out."""
     if evidence.check.id != ABLATION_COST:
         return {}
     rows = []
     for case in evidence.cases:
         expected = evidence.expected.get(case)
-        if expected is None or expected.ndim > 2 or not 0 < expected.size <= MAX_HEADS:
+        if expected is None or expected.size != 1:
             continue
-        theirs, yours = finite_or_nan(expected), yours_of_shape(evidence, case, expected.shape)
-        for index in np.ndindex(*expected.shape):
-            label = (
-                case
-                if not index
-                else f"{case}: "
-                + ", ".join(f"{axis} {i}" for axis, i in zip(("layer", "head")[-len(index) :], index, strict=True))
-            )
-            rows.append(
-                {
-                    "head": label,
-                    "model": case_model(evidence, case),
-                    "reference": float(theirs[index]),
-                    "yours": None if yours is None else float(yours[index]),
-                }
-            )
+        yours = yours_of_shape(evidence, case, expected.shape)
+        named = ABLATION.match(case)
+        head = f"{named[1]}.{named[2]}" if named else case
+        rows.append(
+            {
+                "case": case,
+                "head": head,
+                "how": named[3] if named else "",
+                "model": case_model(evidence, case),
+                "reference": float(finite_or_nan(expected).reshape(-1)[0]),
+                "yours": None if yours is None else float(yours.reshape(-1)[0]),
+            }
+        )
     return {"ablation": {"rows": rows}} if rows else {}
 
 

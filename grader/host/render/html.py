@@ -205,9 +205,9 @@ def score_grid(axes, scores: list, found: list, title: str) -> object:
 
 def scores_section(data: dict, reference: str) -> str:
     """Per case: the expected scores beside yours, layer x head, the heads found above the threshold boxed."""
-    kind, threshold, parts = data["score"], data["threshold"], []
+    kind, parts = data["score"], []
     for grid in data["grids"]:
-        model = who(grid, reference)
+        model, threshold = who(grid, reference), grid["threshold"]
         sides = [(f"expected ({model})", grid["reference"], grid["found_reference"])]
         if grid["yours"] is not None:
             sides.append(("yours", grid["yours"], grid["found_yours"]))
@@ -260,20 +260,22 @@ def token_loss_section(data: dict, reference: str) -> str:
 
 
 def ablation_section(data: dict, reference: str) -> str:
-    """A table: each head ablated, the expected cost (ablated minus clean loss on the repeated half) and yours."""
-    rows, models = [], []
+    """A table: each head ablated and how, the expected cost (ablated minus clean loss on the repeated half) and
+    yours, marked where they differ; the model column only when the rows come from more than one."""
+    models = list(dict.fromkeys(row["model"] for row in data["rows"]))
+    rows = []
     for row in data["rows"]:
         yours, expected = row["yours"], row["reference"]
         close = yours is not None and math.isclose(yours, expected, rel_tol=1e-3, abs_tol=1e-4)
-        shown = "-" if yours is None else f"{yours:.4f}"
+        model = f"<td>{escape(row['model'])}</td>" if len(models) > 1 else ""
         rows.append(
-            f"<tr><td>{escape(row['head'])}</td><td>{expected:.4f}</td>"
-            f'<td class="{"same" if close else "differs"}">{shown}</td></tr>'
+            f"<tr><td>{escape(row['head'])}</td><td>{escape(row['how'])}</td>{model}<td>{expected:+.4f}</td>"
+            f'<td class="{"same" if close else "differs"}">{"-" if yours is None else f"{yours:+.4f}"}</td></tr>'
         )
-        models.append(row["model"])
-    said = "".join(shows({"model": model}, reference) for model in dict.fromkeys(models))
-    head = "<tr><th>head ablated</th><th>expected cost</th><th>yours</th></tr>"
-    title = "<h3>what ablating each head costs: the loss on the repeated half, ablated minus clean</h3>"
+    said = "".join(shows({"model": model}, reference) for model in models)
+    model_head = "<th>model</th>" if len(models) > 1 else ""
+    head = f"<tr><th>head (layer.head)</th><th>ablated to</th>{model_head}<th>expected cost</th><th>yours</th></tr>"
+    title = "<h3>what ablating each head costs: the rise of the loss on the repeated half, in nats</h3>"
     return f'{title}{said}<table class="ablation">{head}{"".join(rows)}</table>'
 
 
