@@ -99,14 +99,17 @@ def repeated_half(posn: int) -> range:
 
 
 def which_models(facts: dict) -> list[str]:
-    """Which model each case ran on, for a passing check's notes."""
-    names = [name for name in facts["expected"] if "/" not in name]
-    on_gpt2 = [name for name in names if name.startswith("gpt2.")]
-    small = ", ".join(name for name in names if name.startswith("small."))
-    lines = [f"on the small induction model: {small}"] if small else []
-    if on_gpt2:
-        return [*lines, f"on GPT-2's own heads: {', '.join(on_gpt2)}"]
-    return [*lines, "GPT-2's heads left out: the reference is the random model, whose heads all look alike"]
+    """How many cases ran on each model, for a passing check's notes."""
+    names = case_names(facts)
+    small, gpt2 = (sum(name.startswith(f"{model}.") for name in names) for model in ("small", "gpt2"))
+    where = f"{small} case{'s' * (small != 1)} on the small induction model"
+    if gpt2:
+        return [f"{where}, {gpt2} on GPT-2's own heads"]
+    return [f"{where}; GPT-2's heads left out: the reference is the random model, whose heads all look alike"]
+
+
+def case_names(facts: dict) -> list[str]:
+    return [name for name in facts["expected"] if "/" not in name]  # a step's or a mistake's key holds a "/"
 
 
 # --- repeated_tokens --------------------------------------------------------------------------------------------
@@ -364,12 +367,14 @@ def ablation_cost_cases(ref: Reference) -> list[Case]:
 
 def ablation_cost_notes(facts: dict) -> list[str]:
     """What ablating each head costs, from the expected answers: the heads that matter stand out."""
-    costs = {name: float(value) for name, value in facts["expected"].items() if "/" not in name}
-    listed = ", ".join(
-        f"{name.removesuffix('.zero').removesuffix('.mean')} {name.rsplit('.', 1)[1]} {cost:+.2f}"
-        for name, cost in costs.items()
-    )
-    return [f"the loss on the repeated half rises, in nats, when ablating {listed}", *which_models(facts)]
+    costs: dict[str, list[str]] = {}
+    for name in case_names(facts):  # e.g. small.blocks.1.head0.zero
+        model, _, layer, head, how = name.split(".")
+        costs.setdefault(f"{model} {layer}.{head.removeprefix('head')}", []).append(
+            f"{how} {float(facts['expected'][name]):+.2f}"
+        )
+    listed = "; ".join(f"{head} {', '.join(hows)}" for head, hows in costs.items())
+    return [f"ablating a head raises the loss on the repeated half by (nats): {listed}", *which_models(facts)]
 
 
 # --- direct_logit_attribution ------------------------------------------------------------------------------------
