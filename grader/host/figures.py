@@ -1,12 +1,13 @@
 """What the HTML report draws, as plain lists of numbers and strings taken from what a check
 already recorded: attention patterns on the prompt beside the reference's and where they differ, where a
-failing output differs, the next-token predictions on the prompt, the logit lens's top tokens, and the trainer's
-loss curve. Renderers turn these into pictures; nothing here draws.
+failing output differs, the next-token predictions on the prompt, the logit lens's top tokens, the trainer's
+loss curve, and Part 5's: every head's previous-token and induction scores with the heads found, the per-token loss
+along a repeated sequence, and what ablating each head costs. Renderers turn these into pictures; nothing here draws.
 
 Every function here is total over what the learner's process sent back (any shape, dtype or value, NaN and
 empty included): what cannot be drawn is left out (None, or no figure), never an exception. Each figure's data
-names the model it shows (`model`): the reference's name (GPT-2, or the random reference offline), or your own
-model where the figure is of it."""
+names the model it shows (`model`): the reference's name (GPT-2, or the random reference offline), the small
+trained induction model, or your own model where the figure is of it."""
 
 from __future__ import annotations
 
