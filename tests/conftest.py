@@ -41,14 +41,22 @@ class Session:
         grader, hub = self.root / "grader", self.root / "hf-empty"
         os.environ.update(GPT2_GRADER_CACHE=str(grader), HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1")
 
-    def start_building(self) -> None:
-        self.build = ReferenceBuild()
+    def start_building(self, ahead: bool = False) -> None:
+        self.build = ReferenceBuild(ahead)
         self.build.start()
 
     def reference(self):
         if self.build is None:  # a test asked for it that collection did not see coming
             self.start_building()
         return self.build.result()
+
+    def graded_ahead(self, package: Path) -> Report | None:
+        """The full grading of solutions/ or exercises/ the build's thread did once the reference was built, or
+        None (a selection too small to ask for it, or it failed: the `grade` fixture then grades, and fails, itself)."""
+        if self.build is None or not self.build.ahead:
+            return None
+        self.build.join_ahead()
+        return self.build.graded.get(package)
 
     def end(self) -> None:
         if self.build is not None:
@@ -62,11 +70,18 @@ class Session:
 
 
 class ReferenceBuild(threading.Thread):
-    """The builder is a process of its own, so the tests that need no reference run meanwhile on the other core."""
+    """The builder is a process of its own, so the tests that need no reference run meanwhile on the other core.
 
-    def __init__(self):
+    With `ahead`, the thread then grades solutions/ and exercises/ at every check, on workers of its own under the
+    default limits, for the `grade` fixture: the core the builder leaves does it while the tests go on, rather than
+    the first test that asks for it."""
+
+    def __init__(self, ahead: bool = False):
         super().__init__(daemon=True)
         self.data, self.error = None, None
+        self.ahead = ahead
+        self.reference_ready = threading.Event()
+        self.graded: dict[Path, Report] = {}
 
     def run(self):
         from grader.host.refcache import ensure_reference
@@ -75,12 +90,34 @@ class ReferenceBuild(threading.Thread):
             self.data = ensure_reference("random", lambda *_: None)
         except BaseException as error:  # raised again in the test that asks for the reference
             self.error = error
+        finally:
+            self.reference_ready.set()
+        if self.ahead and self.error is None:
+            self.grade_ahead()
+
+    def grade_ahead(self) -> None:
+        from grader.checks import select
+        from grader.host.pipeline import grade_package
+        from grader.host.runner import LearnerProcesses, Limits
+
+        limits = Limits().settled()
+        if not limits.fork:  # the fixture reads a full grading only from forked checks
+            return
+        try:
+            with LearnerProcesses(limits) as processes:
+                for package in (SOLUTIONS, EXERCISES):
+                    self.graded[package] = grade_package(package, select(()), self.data, processes=processes)
+        except Exception:  # the fixture grades what is missing itself, where a failure has its test
+            pass
 
     def result(self):
-        self.join()
+        self.reference_ready.wait()
         if self.error is not None:
             raise self.error
         return self.data
+
+    def join_ahead(self) -> None:
+        self.join()
 
 
 SESSION = Session()
@@ -119,8 +156,13 @@ def pytest_collection_modifyitems(config, items):
         )
     items.sort(key=reference_need)
     if items and reference_need(items[-1]) and not config.option.collectonly:
-        SESSION.start_building()
+        SESSION.start_building(ahead=sum("grade" in item.fixturenames for item in items) >= GRADED_AHEAD_FROM)
     items.sort(key=lambda item: item.nodeid.endswith(WHERE_INVARIANT))
+
+
+# A selection with this many tests that grade (a tier, not a file or two) has solutions/ and exercises/ graded in
+# full by the build's thread (ReferenceBuild.ahead) once the reference is built.
+GRADED_AHEAD_FROM = 50
 
 
 def in_unit_file(item) -> bool:
@@ -180,7 +222,7 @@ def grade(reference):
         if where not in (SOLUTIONS, EXERCISES) or key != Limits().settled() or not key.fork:
             return keeping_the_where_invariant(graded(package, checks, key), where, reference)
         if where not in graded_in_full:
-            graded_in_full[where] = graded(package, select(()), key)
+            graded_in_full[where] = SESSION.graded_ahead(where) or graded(package, select(()), key)
         return selected(graded_in_full[where], [check.id for check in checks])
 
     def graded_alone(package: Path, *check_ids: str) -> Report:
