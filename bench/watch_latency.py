@@ -1,8 +1,9 @@
 """How long `grade --watch` takes from a save to the regraded check's line, on a warm worker.
 
-One `grade --watch layernorm attention` runs under a pseudo-terminal, as a learner's would, on a
+One `grade --watch layernorm attention sampling` runs under a pseudo-terminal, as a learner's would, on a
 copy of solutions/. Each sample writes one file (the solution, or a classic mistake in it) and
-times the write to the moment the check's line appears; the first sample of each row warms up
+times the write to the moment the check's line appears (or, for a whole
+save, the last line); the first sample of each row warms up
 and is left out. Beside it, the import-torch floor of the same run (`grade_speed.medians`).
 
     .venv/bin/python bench/watch_latency.py [--saves 7] [--out bench/results.md]
@@ -35,12 +36,18 @@ ROWS = (
         "attention",
         ("attn_scores_masked.softmax(dim=-1)", "attn_scores_masked.softmax(dim=-2)"),
     ),
+    ("sampling.py, passing: its first check's line", "sampling.py", "sampling.greedy|sampling.temperature", None),
+    ("sampling.py, passing: all 10 checks' lines", "sampling.py", None, None),
 )
 
 
-def check_line(check: str) -> re.Pattern:
-    """The regraded check's own line (colours between its words), not a longer id that starts alike."""
-    return re.compile(rf"\n  {re.escape(check)} +(?:\x1b\[[0-9;]*m)*(?:PASS|FAIL|ERROR)")
+def check_line(check: str | None) -> re.Pattern:
+    """The regraded check's own line (colours between its words), not a longer id that starts alike; one of
+    several ("a|b": whichever comes first); None: the save's last line, the score, after every check's."""
+    if check is None:
+        return re.compile(r"watched checks: [^\r\n]*\r?\n")
+    ids = "|".join(re.escape(one) for one in check.split("|"))
+    return re.compile(rf"\n  (?:{ids}) +(?:\x1b\[[0-9;]*m)*(?:PASS|FAIL|ERROR)")
 
 
 def save_to_line(child: pexpect.spawn, path: Path, text: str, check: str) -> float:
@@ -49,7 +56,8 @@ def save_to_line(child: pexpect.spawn, path: Path, text: str, check: str) -> flo
     path.write_text(text)
     child.expect(check_line(check))
     seconds = time.perf_counter() - started
-    child.expect(r"watched checks: [^\r\n]*\r?\n")
+    if check is not None:
+        child.expect(r"watched checks: [^\r\n]*\r?\n")
     time.sleep(0.3)  # each save its own burst of events
     return seconds
 
@@ -84,6 +92,7 @@ def main() -> None:
         "--watch",
         "layernorm",
         "attention",
+        "sampling",
     ]
     child = pexpect.spawn(sys.executable, command, cwd=str(REPO), env=env, encoding="utf-8", dimensions=(60, 300))
     child.timeout = 900  # the first report may build the reference cache
@@ -103,8 +112,9 @@ def main() -> None:
         SECTION,
         "",
         f"Measured by `bench/watch_latency.py` on {time.strftime('%Y-%m-%d')}: {machine()}.",
-        f"One `grade --watch layernorm attention` under a pseudo-terminal, `--reference random`; {args.saves} saves "
-        "per row after one to warm up, each timed from the file's write to its check's line on the terminal. "
+        "One `grade --watch layernorm attention sampling` under a pseudo-terminal, `--reference random`; "
+        f"{args.saves} saves per row after one to warm up, each timed from the file's write to its check's line "
+        "on the terminal (a whole save: to its last line). "
         f"Import-torch floor of the same run: {floor:.2f} s; load average {os.getloadavg()[0]:.1f} at the end.",
         "",
         "| save | median | min | max | median × floor |",
