@@ -302,6 +302,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if __package__ is None:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
+    # This tree's grader, not the one the venv installed (editable, perhaps another checkout); the worker's
+    # `serve` takes the tree's entry off again, as it does `python -m`'s
+    sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
     main()
