@@ -1,12 +1,14 @@
-"""Two lanes: the checks that hold none of GPT-2's data run beside the others, in a worker of their own.
+"""Two lanes: two workers share a grading's checks, and two checks that hold GPT-2's data never run at once.
 
-Their running at the same time is safe only if neither lane's inputs can tell a check of the other lane
-its expected outputs: shown here on the reference cache itself, tensor by tensor. The verdicts are the
-same as in one lane."""
+A check that holds none of GPT-2's data may run beside any other: safe only if its inputs can tell no other check
+its expected outputs, and no other check's inputs its own: shown here on the reference cache itself, tensor by
+tensor. The verdicts are the same as in one lane."""
 
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from conftest import EXERCISES, SOLUTIONS, tiered, write_variant
 from safetensors.numpy import load_file
 
 from grader.checks import registry
-from grader.host.runner import GPT2_LANE, STAND_IN_LANE, Limits, lanes_for
+from grader.host.runner import Limits, Schedule, parallel
 from grader.host.runner import lanes as lane_rules
 
 # A variant failing in each lane: attention scaled by d_head (GPT-2's lane), top-k keeping k + 1 (stand-ins).
@@ -47,19 +49,46 @@ def test_the_stand_in_lane_holds_nothing_of_gpt2s_and_tells_no_expected_output(r
     assert not lane_inputs["stand-ins"] & lane_expected["gpt2"]
     assert not lane_inputs["gpt2"] & lane_expected["stand-ins"]
     assert not lane_inputs["stand-ins"] & digests(load_file(str(reference.weights_path)))
+    for check in stand_ins:  # two stand-ins may run at the same time too
+        others = set().union(*(digests(reference.expected(c.id)) for c in stand_ins if c is not check))
+        assert not digests(reference.inputs(check.id)) & others, check.id
 
 
-def test_lanes_split_by_what_the_checks_read_and_only_where_forks_and_cores_allow(monkeypatch):
+def test_two_lanes_only_where_forks_cores_and_a_stand_in_allow(monkeypatch):
     checks = list(registry())
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
-    lanes = lanes_for(checks, Limits(fork=True))
-    assert [c.id for c in lanes[GPT2_LANE]] == [c.id for c in checks if c.reads_gpt2]
-    assert [c.id for c in lanes[STAND_IN_LANE]] == [c.id for c in checks if not c.reads_gpt2]
-    assert list(lanes_for(checks, Limits(fork=False))) == [GPT2_LANE]  # no forks: one worker, replaced per package
-    only_model = [c for c in checks if c.reads_gpt2]
-    assert list(lanes_for(only_model, Limits(fork=True))) == [GPT2_LANE]
+    assert parallel(checks, Limits(fork=True))
+    assert not parallel(checks, Limits(fork=False))  # no forks: one worker, replaced per package
+    assert not parallel([c for c in checks if c.reads_gpt2], Limits(fork=True))  # GPT-2's checks run one at a time
+    assert parallel([c for c in checks if not c.reads_gpt2], Limits(fork=True))  # a save of sampling.py
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: 1)
-    assert list(lanes_for(checks, Limits(fork=True))) == [GPT2_LANE]
+    assert not parallel(checks, Limits(fork=True))
+
+
+def test_two_lanes_sharing_a_schedule_never_run_two_of_gpt2s_checks_at_once():
+    checks = list(registry())
+    schedule, running, most, taken = Schedule(checks), [], [0], []
+    guard = threading.Lock()
+
+    def lane() -> None:
+        while (check := schedule.take()) is not None:
+            with guard:
+                running.append(check)
+                most[0] = max(most[0], sum(c.reads_gpt2 for c in running))
+                taken.append(check.id)
+            time.sleep(0.001)
+            with guard:
+                running.remove(check)
+            schedule.done(check)
+
+    lanes = [threading.Thread(target=lane) for _ in range(2)]
+    for thread in lanes:
+        thread.start()
+    for thread in lanes:
+        thread.join(timeout=30)
+    assert most == [1] and sorted(taken) == sorted(c.id for c in checks)
+    gpt2 = [c.id for c in checks if c.reads_gpt2]
+    assert [i for i in taken if i in gpt2] == gpt2  # GPT-2's checks in the course's order
 
 
 def one_lane_and_two(grade_in, monkeypatch) -> tuple[dict, dict]:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from grader.checks import Check
-from grader.host.dependencies import with_failing_parts
+from grader.checks import Check, registry
+from grader.host.dependencies import used_by, with_failing_parts
 from grader.host.refcache import ReferenceData, Seal
-from grader.host.results import Report
-from grader.host.runner import FORK_SWITCH, LearnerProcesses, Limits
+from grader.host.results import CheckResult, Report
+from grader.host.runner import FORK_SWITCH, LearnerProcesses, Limits, Outcome
 from grader.host.verdict import judge
 from grader.shared import cgroup, sandbox
+
+OnResult = Callable[[CheckResult], None]
 
 
 class ReferenceTampered(RuntimeError):
@@ -36,20 +38,59 @@ def grade_package(
     reference: ReferenceData,
     limits: Limits | None = None,
     processes: LearnerProcesses | None = None,
+    on_result: OnResult | None = None,
 ) -> Report:
     """Grade one package; pass `processes` to grade on their workers, kept warm between gradings (`grade --watch`).
 
-    The reference entry is sealed before any learner code runs and verified before judging.
+    The reference entry is sealed before any learner code runs and verified before judging. With `on_result`
+    (and `processes`), each check is judged as soon as its outcome is in, beside the checks still running, and
+    `on_result` gets its result once final: once every part it uses that this grading runs is judged too
+    (`dependencies`). Nothing is judged once the entry no longer verifies; the grading then raises as ever.
     """
     seal = Seal(reference, [check.id for check in checks])
+    streamed = Streamed(checks, reference, seal, on_result) if on_result is not None and processes else None
     if processes is None:
         with LearnerProcesses(limits or Limits()) as own:
             limits, outcomes = own.limits, own.run(package, list(checks), reference)
+    elif streamed is not None:
+        limits, outcomes = processes.limits, processes.run(package, list(checks), reference, on_outcome=streamed)
     else:
         limits, outcomes = processes.limits, processes.run(package, list(checks), reference)
     problem = seal.broken()
     if problem:
         raise ReferenceTampered(problem)
-    results = with_failing_parts([judge(check, outcomes[check.id], reference) for check in checks])
+    judged = streamed.judged if streamed is not None else {}
+    results = with_failing_parts(
+        [judged.get(check.id) or judge(check, outcomes[check.id], reference) for check in checks]
+    )
     seed = reference.meta.get("seed", 0)
     return Report(reference.kind, str(package), results, reference.fallback_reason, seed, sandbox_line(limits))
+
+
+class Streamed:
+    """Each outcome judged as it comes in (`LearnerProcesses.run` calls it one at a time), and each result handed
+    on once final: its failing parts among this grading's checks are known, so `with_failing_parts` would name
+    the same ones after the last check."""
+
+    def __init__(self, checks: Sequence[Check], reference: ReferenceData, seal: Seal, on_result: OnResult):
+        self.checks, self.reference, self.seal, self.on_result = list(checks), reference, seal, on_result
+        graph, graded = {check.id: check for check in registry()}, {check.id for check in checks}
+        self.parts = {check.id: used_by(check.id, graph) & graded for check in checks}  # what its message may name
+        self.judged: dict[str, CheckResult] = {}
+        self.handed: set[str] = set()
+
+    def __call__(self, check: Check, outcome: Outcome) -> None:
+        if self.seal.broken():
+            return  # judged from nothing: the grading raises ReferenceTampered at its end
+        self.judged[check.id] = judge(check, outcome, self.reference)
+        ready = [
+            c.id
+            for c in self.checks
+            if c.id in self.judged and c.id not in self.handed and self.parts[c.id] <= self.judged.keys()
+        ]
+        if not ready:
+            return
+        final = {result.id: result for result in with_failing_parts(list(self.judged.values()))}
+        for check_id in ready:
+            self.handed.add(check_id)
+            self.on_result(final[check_id])

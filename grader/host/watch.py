@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from grader.checks import Check, file_stem, registry
-from grader.host.pipeline import ReferenceTampered, grade_package
+from grader.host.pipeline import OnResult, ReferenceTampered, grade_package
 from grader.host.refcache import ReferenceData
 from grader.host.render import text
 from grader.host.results import STATUSES, CheckResult, Report
@@ -73,13 +73,16 @@ def starts_failing(before: Mapping[str, CheckResult] | None, now: CheckResult) -
     return last is None or last.page_to_read is None
 
 
-def check_lines(results: Sequence[CheckResult], before: Mapping[str, CheckResult] | None = None) -> list[Text]:
+def check_lines(
+    results: Sequence[CheckResult], before: Mapping[str, CheckResult] | None = None, width: int = 0
+) -> list[Text]:
     """One line per regraded check, with its message unless it passes, and for a failing one the line
     that says what to do. Checks stopped by one identical error share one line (a syntax error stops
     every check of its file), as in the terminal's table. With the last run's results (`before`), a check
-    that starts failing gets a `read:` line with its course page, once: not again while it still fails."""
+    that starts failing gets a `read:` line with its course page, once: not again while it still fails. The labels
+    are padded to `width` at least (the lines of one save, printed as each check's result comes)."""
     groups = [(text.group_label([result.id for result in group]), group) for group in text.shared_errors(results)]
-    width = max(len(label) for label, _ in groups)
+    width = max([width, *(len(label) for label, _ in groups)])
     lines = []
     for label, group in groups:
         result = group[0]
@@ -154,19 +157,21 @@ class Watch:
         self.processes = processes
         self.latest: dict[str, CheckResult] = {}
 
-    def grade(self, checks: Sequence[Check]) -> Report:
-        """`checks` graded on the warm worker; when the reference does not verify it is rebuilt, and
-        the same checks graded again on a worker for the new one."""
+    def grade(self, checks: Sequence[Check], on_result: OnResult | None = None) -> Report:
+        """`checks` graded on the warm worker, each result given to `on_result` as soon as it is final; when the
+        reference does not verify it is rebuilt, and the same checks graded again on a worker for the new one."""
+        streaming = {"on_result": on_result} if on_result is not None else {}
         try:
-            report = grade_package(self.package, checks, self.reference, processes=self.processes)
+            report = grade_package(self.package, checks, self.reference, processes=self.processes, **streaming)
         except ReferenceTampered as error:
             self.reference = self.rebuild(self.reference, error)  # the entry built again, the workers paused meanwhile
-            report = grade_package(self.package, checks, self.reference, processes=self.processes)
+            report = grade_package(self.package, checks, self.reference, processes=self.processes, **streaming)
         self.latest.update((result.id, result) for result in report.checks)
         return report
 
     def regrade(self, saved: Sequence[str], console: Console, show_printed: bool) -> None:
-        """The compact report of one save: what was saved, a line per regraded check, what changed."""
+        """The compact report of one save: what was saved, a line per regraded check as soon as its result is
+        known (checks that may share one error with others, one line for them all, after the last), what changed."""
         checks = regraded(saved, self.watched)
         stamp = time.strftime("%H:%M:%S")
         if not checks:
@@ -174,10 +179,21 @@ class Watch:
             return
         console.print(Text(f"{stamp} {', '.join(saved)} saved: {' '.join(c.id for c in checks)}", style="bold"))
         before = {check.id: self.latest[check.id] for check in checks}
-        results = self.grade(checks).checks
+        width = max(len(check.id) for check in checks)
+        shown: set[str] = set()
+
+        def show(result: CheckResult) -> None:
+            if result.error_place is not None:  # a syntax error stops every check of its file: one line, later
+                return
+            for line in [*text.trace(result), *check_lines([result], before, width)]:
+                console.print(line)
+            shown.add(result.id)
+
+        results = self.grade(checks, show).checks
+        rest = [result for result in results if result.id not in shown]
         for line in [
-            *(line for result in results for line in text.trace(result)),
-            *check_lines(results, before),
+            *(line for result in rest for line in text.trace(result)),
+            *(check_lines(rest, before, width) if rest else []),
             *(line for result in results for line in (text.printed(result) if show_printed else [])),
             changes_line(before, results),
             score_line([self.latest[check.id] for check in self.watched]),

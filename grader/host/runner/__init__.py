@@ -10,11 +10,11 @@ hang or die, that check gets `timeout` or `crashed` and a fresh worker serves th
 
 One module per job: `request` (the limits a check runs under, the request it is sent), `worker`
 (the learner's process started, asked, stopped), `scratch` (the directory a check may write),
-`replies` (what a check left, read into an `Outcome`), `lanes` (a worker and its checks; which
-checks go to which lane), `processes` (the lanes of a session, and the workers' life: `LearnerProcesses`).
+`replies` (what a check left, read into an `Outcome`), `lanes` (a worker and the checks it takes; the
+`Schedule` two lanes share), `processes` (the lanes of a session, and the workers' life: `LearnerProcesses`).
 """
 
-from grader.host.runner.lanes import GPT2_LANE, STAND_IN_LANE, lanes_for
+from grader.host.runner.lanes import GPT2_LANE, STAND_IN_LANE, Schedule, parallel
 from grader.host.runner.processes import LearnerProcesses
 from grader.host.runner.replies import MAX_OUTPUTS_BYTES, Outcome, printed_lines, read_outputs
 from grader.host.runner.request import (
@@ -34,11 +34,12 @@ __all__ = [
     "GPT2_LANE",
     "MAX_OUTPUTS_BYTES",
     "STAND_IN_LANE",
+    "Schedule",
     "LearnerProcesses",
     "Limits",
     "Outcome",
     "forks_here",
-    "lanes_for",
+    "parallel",
     "printed_lines",
     "read_outputs",
 ]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from grader.checks import Check
@@ -18,6 +20,7 @@ from grader.shared import wire
 GRACE = 30.0  # a fork server answers for a hung check itself; this is for a hung fork server
 EXIT_WAIT = 2.0  # seconds for a worker whose stdout closed to exit, before it is said to have hung
 GPT2_LANE, STAND_IN_LANE = "gpt2", "stand-ins"
+OnOutcome = Callable[[Check, Outcome], None] | None
 
 
 class Lane:
@@ -40,13 +43,22 @@ class Lane:
         if self.worker is None:
             self.worker, self.ready = Worker(self.log, self.worker_command), False
 
-    def run(self, package: Path, checks: list[Check], reference: ReferenceData) -> dict[str, Outcome]:
-        """Every check's outcome, in order."""
+    def run(
+        self, package: Path, checks: list[Check] | Schedule, reference: ReferenceData, on_outcome: OnOutcome = None
+    ) -> dict[str, Outcome]:
+        """The outcome of every check this lane takes (`checks` in order, or what a shared `Schedule` hands it);
+        `on_outcome(check, outcome)` is called with each as soon as it is known."""
+        schedule = checks if isinstance(checks, Schedule) else Schedule(checks)
         outcomes = {}
-        for check in checks:
-            if self.cancelled:  # Ctrl-C in the grader's main thread: this lane's thread ends too
-                raise WorkerGone()
-            outcomes[check.id] = self._run_one(package, check, reference)
+        while (check := schedule.take(self.name)) is not None:
+            try:
+                if self.cancelled:  # Ctrl-C in the grader's main thread: this lane's thread ends too
+                    raise WorkerGone()
+                outcomes[check.id] = self._run_one(package, check, reference)
+            finally:
+                schedule.done(check)
+            if on_outcome is not None:
+                on_outcome(check, outcomes[check.id])
         if not self.limits.fork:  # without forks the learner's modules stay imported in the worker: a fresh
             self.close()  # one for the next package, importing torch while this one's verdicts are judged
             self.start()
@@ -112,15 +124,50 @@ def answer_limit(request: wire.Request) -> float:
     return request.timeout + GRACE if request.fork else request.timeout
 
 
-def lanes_for(checks: list[Check], limits: Limits) -> dict[str, list[Check]]:
-    """The checks of each lane, in order. Checks that read none of GPT-2's weights or activations
-    (`Check.reads_gpt2`) run in a lane of their own, at the same time as the others, where checks
-    run in forks and two cores are free: what such a check holds can tell no other check its
-    expected outputs, and no other check's inputs can tell it its own. Else one lane."""
-    stand_ins = [check for check in checks if not check.reads_gpt2]
-    if not (limits.fork and stand_ins and len(stand_ins) < len(checks) and usable_cores() >= 2):
-        return {GPT2_LANE: checks}
-    return {GPT2_LANE: [check for check in checks if check.reads_gpt2], STAND_IN_LANE: stand_ins}
+class Schedule:
+    """The checks of one grading, handed to the lanes that share it as each lane comes free, in order, under the
+    one rule that makes two lanes safe: two checks that read GPT-2's data (`Check.reads_gpt2`) never run at the
+    same time. A lane takes the first check of GPT-2's it may, else the first stand-in; it waits while only GPT-2's
+    checks are left and the other lane runs one."""
+
+    def __init__(self, checks: list[Check]):
+        self.pending = list(checks)
+        self.gpt2_running = 0
+        self.started = False  # the first lane has taken its first check
+        self.changed = threading.Condition()
+
+    def take(self, lane: str = GPT2_LANE) -> Check | None:
+        """The next check for the calling lane; None when every check has been taken. The first goes to the first
+        lane (GPT2_LANE), whose worker the session started first."""
+        with self.changed:
+            while self.pending:
+                allowed = [c for c in self.pending if not c.reads_gpt2 or not self.gpt2_running]
+                check = next((c for c in allowed if c.reads_gpt2), allowed[0] if allowed else None)
+                if check is not None and (self.started or lane == GPT2_LANE):
+                    self.pending.remove(check)
+                    self.gpt2_running += check.reads_gpt2
+                    self.started = True
+                    return check
+                self.changed.wait()
+            return None
+
+    def done(self, check: Check) -> None:
+        with self.changed:
+            self.gpt2_running -= check.reads_gpt2
+            self.changed.notify_all()
+
+    def cancel(self) -> None:
+        """No more checks for any lane: a lane that waits for one ends."""
+        with self.changed:
+            self.pending.clear()
+            self.changed.notify_all()
+
+
+def parallel(checks: list[Check], limits: Limits) -> bool:
+    """Whether the checks run in two lanes sharing one `Schedule`: where checks run in forks, two cores are free
+    and two of the checks may run at the same time (at most one of them reads GPT-2's data: `Schedule`)."""
+    stand_ins = sum(not check.reads_gpt2 for check in checks)
+    return bool(limits.fork and stand_ins and len(checks) >= 2 and usable_cores() >= 2)
 
 
 def usable_cores() -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from grader.checks import Check
 from grader.host.refcache import ReferenceData
-from grader.host.runner.lanes import GPT2_LANE, GRACE, Lane, lanes_for
+from grader.host.runner.lanes import GPT2_LANE, GRACE, STAND_IN_LANE, Lane, OnOutcome, Schedule, parallel
 from grader.host.runner.replies import Outcome
 from grader.host.runner.request import Limits
 from grader.host.runner.worker import LEARNER_COMMAND
@@ -64,27 +64,42 @@ class LearnerProcesses:
         for lane in running:
             lane.start()
 
-    def run(self, package: Path, checks: list[Check], reference: ReferenceData) -> dict[str, Outcome]:
-        """Every check's outcome, in order; a second lane runs in a thread beside the first."""
-        lanes = lanes_for(checks, self.limits)
-        (first, first_checks), *others = lanes.items()
+    def run(
+        self, package: Path, checks: list[Check], reference: ReferenceData, on_outcome: OnOutcome = None
+    ) -> dict[str, Outcome]:
+        """Every check's outcome, in order. Where two lanes may run (`lanes.parallel`), each takes the next check it
+        may from one `Schedule` (never two checks of GPT-2's data at once), the second in a thread. `on_outcome(check,
+        outcome)` is called with each as soon as it is known, from the lane's thread, one call at a time."""
+        names = [GPT2_LANE, STAND_IN_LANE] if parallel(checks, self.limits) else [GPT2_LANE]
+        schedule = Schedule(checks)
         outcomes: dict[str, Outcome] = {}
         failures: list[BaseException] = []
+        one_at_a_time = threading.Lock()
 
-        def run_lane(name: str, group: list[Check]) -> None:
+        def report(check: Check, outcome: Outcome) -> None:
+            with one_at_a_time:
+                outcomes[check.id] = outcome
+                if on_outcome is not None:
+                    on_outcome(check, outcome)
+
+        def run_lane(name: str) -> None:
             try:
-                outcomes.update(self.lane(name).run(package, group, reference))
+                self.lane(name).run(package, schedule, reference, report)
             except BaseException as error:  # raised again in the grader's main thread
                 failures.append(error)
+                schedule.cancel()
 
-        threads = [threading.Thread(target=run_lane, args=lane, daemon=True) for lane in others]
+        for name in names[1:]:
+            self.lane(name).start()  # importing torch now, if it is not warm, while the first lane runs
+        threads = [threading.Thread(target=run_lane, args=(name,), daemon=True) for name in names[1:]]
         try:
             for thread in threads:
                 thread.start()
-            outcomes.update(self.lane(first).run(package, first_checks, reference))
+            self.lane(names[0]).run(package, schedule, reference, report)
             for thread in threads:
                 thread.join()
         except BaseException:
+            schedule.cancel()
             self._cancel(threads)
             raise
         if failures:
