@@ -21,6 +21,7 @@ from grader.shared.paths import REPO_ROOT
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+img { max-width: 100%; height: auto; }
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 td.pass { color: #1a7f37; } td.fail { color: #cf222e; } td.todo { color: #9a6700; }
