@@ -20,8 +20,8 @@ PROMPT_TOKENS = [0, 1, 2]
 class StandInReference:
     """What the figures read of a reference cache entry, held in memory."""
 
-    def __init__(self, cases: list[wire.CaseSpec], expected: dict, kind: str = "gpt2"):
-        self.kind, self._cases, self._expected = kind, cases, expected
+    def __init__(self, cases: list[wire.CaseSpec], expected: dict, kind: str = "gpt2", inputs: dict | None = None):
+        self.kind, self._cases, self._expected, self._inputs = kind, cases, expected, inputs or {}
         self.meta = {"param_counts": {"total": 1}, "prompt_tokens": PROMPT_TOKENS}
 
     def cases(self, check_id: str) -> list[wire.CaseSpec]:
@@ -31,13 +31,13 @@ class StandInReference:
         return self._expected
 
     def inputs(self, check_id: str) -> dict:
-        return {}
+        return self._inputs
 
     def vocabulary(self) -> list[str]:
         return VOCABULARY
 
 
-def check(check_id: str) -> Check:
+def check(check_id: str, watch_inputs: bool = False) -> Check:
     return Check(
         id=check_id,
         part="model",
@@ -46,13 +46,16 @@ def check(check_id: str) -> Check:
         summary="a toy",
         cases=lambda ref: [],
         tolerance=Tolerance(atol=1e-4, rtol=1e-4),
+        watch_inputs=watch_inputs,
     )
 
 
-def evidence(check_id: str, cases: list[wire.CaseSpec], expected: dict, outputs: dict, captures=None, kind="gpt2"):
+def evidence(
+    check_id: str, cases: list[wire.CaseSpec], expected: dict, outputs: dict, captures=None, kind="gpt2", inputs=None
+):
     reply = wire.Reply("ran", outputs=[case.name for case in cases], captures=captures or {})
     outcome = Outcome("answered", reply, outputs, seconds=0.1)
-    return Evidence(check(check_id), outcome, StandInReference(cases, expected, kind))
+    return Evidence(check(check_id, bool(inputs)), outcome, StandInReference(cases, expected, kind, inputs))
 
 
 # Two heads on the three prompt tokens: head 0 attends to the first token, head 1 to itself.
@@ -105,16 +108,34 @@ ABLATION_COSTS = {
 }
 
 
-def part5_evidence(check_id: str, expected: dict, outputs: dict) -> Evidence:
+def mean_patterns() -> np.ndarray:
+    """(layer 2, head 4, 41, 41) patterns on [BOS, A, A]: head 0.1 on the previous token, every layer-1 head on the
+    token after the previous occurrence in the repeated half, the rest spread evenly over the keys so far."""
+    posn = 1 + 2 * SEQ_LEN
+    even = np.tril(np.ones((posn, posn))) / np.arange(1, posn + 1)[:, None]
+    patterns = np.broadcast_to(even, (2, 4, posn, posn)).copy()
+    patterns[0, 1] = np.eye(posn, k=-1) + np.eye(posn) * (np.arange(posn) == 0)[:, None]
+    for query in range(posn - SEQ_LEN, posn):
+        patterns[1, :, query] = 0.0
+        patterns[1, :, query, query - SEQ_LEN + 1] = 1.0
+    return patterns
+
+
+def part5_evidence(check_id: str, expected: dict, outputs: dict, inputs: dict | None = None) -> Evidence:
     specs = [wire.CaseSpec(case, 1, None, []) for case in expected]
     answered = {f"{case}/out": value for case, value in outputs.items() if value is not None}
-    return evidence(check_id, specs, expected, answered)
+    return evidence(check_id, specs, expected, answered, inputs=inputs)
 
 
-def scores_evidence(output: np.ndarray | None, kind: str = "induction") -> Evidence:
+def scores_evidence(output: np.ndarray | None, kind: str = "induction", patterns: np.ndarray | None = None) -> Evidence:
+    """A score check's evidence; the induction scores' with the small model's patterns as its case's input."""
     expected = INDUCTION_SCORES if kind == "induction" else PREVIOUS_TOKEN_SCORES
     case = f"small.{kind}_scores"
-    return part5_evidence(f"induction.{kind}_scores", {case: expected}, {case: output})
+    inputs = None
+    if kind == "induction":
+        given = mean_patterns() if patterns is None else patterns
+        inputs = {wire.ARG.format(case=case, i=0): given, wire.ARG.format(case=case, i=1): np.array(SEQ_LEN)}
+    return part5_evidence(f"induction.{kind}_scores", {case: expected}, {case: output}, inputs)
 
 
 def token_loss_evidence(output: np.ndarray | None) -> Evidence:

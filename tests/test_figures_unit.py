@@ -244,6 +244,19 @@ def test_without_your_numbers_of_the_expected_shape_only_the_expected_are_drawn(
     assert all(row["yours"] is None for row in figures.ablation_costs(ablation_evidence(yours))["ablation"]["rows"])
 
 
+def test_the_small_models_own_patterns_come_from_the_induction_scores_input():
+    patterns = figure_evidence.mean_patterns()
+    drawn = figures.model_patterns(scores_evidence(INDUCTION_SCORES))["model_patterns"]
+    assert drawn["case"] == "small.induction_scores" and drawn["model"] == figures.INDUCTION_MODEL
+    assert np.array_equal(np.array(drawn["patterns"]), patterns) and drawn["repeat_starts"] == SEQ_LEN + 1
+
+
+@pytest.mark.parametrize("patterns", [np.zeros((3, 3)), np.zeros((9, 9, 4, 4))])
+def test_no_patterns_figure_without_a_drawable_input_or_for_another_check(patterns):
+    assert figures.model_patterns(scores_evidence(INDUCTION_SCORES, patterns=patterns)) == {}  # not 4-d; 81 heads
+    assert figures.model_patterns(scores_evidence(PREVIOUS_TOKEN_SCORES, "previous_token")) == {}
+
+
 def test_the_page_draws_the_part5_figures_naming_the_small_model():
     from grader.host.render import html
 
@@ -253,9 +266,10 @@ def test_the_page_draws_the_part5_figures_naming_the_small_model():
     for evidence in (scores_evidence(yours), token_loss_evidence(repeated_losses()), ablation_evidence(ABLATION_COSTS)):
         drawn |= figures.all_figures(evidence)
     page = "".join(html.SECTIONS[name](data, "GPT-2") for name, data in drawn.items())
-    assert page.count("<img ") == 2 and page.count('class="same"') == 6
+    assert page.count("<img ") == 3 and page.count('class="same"') == 6
+    assert "attention patterns of every head on a repeated sequence: the small trained induction model" in page
     assert "induction scores by layer and head: the small trained induction model&#x27;s, yours beside them" in page
     assert "per-token loss on a repeated sequence: the small trained induction model&#x27;s, yours beside it" in page
     assert "heads found (layer.head) in the expected scores: 1.0, 1.1, 1.2, 1.3; in yours: 1.0, 1.1, 1.3" in page
     assert "<tr><td>0.1</td><td>zero</td><td>+2.8500</td>" in page
-    assert page.count("model shown: the small trained induction model (2 layers of 4 heads") == 3
+    assert page.count("model shown: the small trained induction model (2 layers of 4 heads") == 4

@@ -129,11 +129,12 @@ def test_part5s_pictures_load_and_are_drawn(tmp_path):
     assert [image["alt"] for image in seen["images"]] == [
         f"previous-token scores by layer and head: {model}'s, yours beside them",
         f"induction scores by layer and head: {model}'s, yours beside them",
+        f"attention patterns of every head on a repeated sequence: {model}",
         f"per-token loss on a repeated sequence: {model}'s",
     ]
     assert all(image["drawn"] for image in seen["images"])
     assert seen["ablation_rows"] == 1 + 6  # the heading, then each head ablated each way
-    assert len(seen["models"]) == 4 and all(
+    assert len(seen["models"]) == 5 and all(
         said.startswith(f"model shown: {model} (2 layers") for said in seen["models"]
     )
 

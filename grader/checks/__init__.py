@@ -84,7 +84,7 @@ class Check:
     expected_from: str = "GPT-2"  # where the expected values come from, as failure messages say
     min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
     uses: tuple[str, ...] = ()  # the checks of the parts its target calls: a failure there is named first
-    reads_gpt2: bool = True  # False: its cases hold none of GPT-2's weights or activations (runner.lanes_for)
+    reads_gpt2: bool = True  # False: its cases hold none of GPT-2's weights or activations (runner.lanes.parallel)
     page: str = ""  # its page of docs/course/ (e.g. "05-attention.md"): the module's PAGE, set by checks_in
 
 

@@ -494,6 +494,7 @@ CHECKS = (
         induction("induction_scores"),
         "induction scores of every head",
         induction_scores_cases,
+        watch_inputs=True,  # the report draws the small model's patterns, this check's input (figures.model_patterns)
         notes=which_models,
         expected_from=FROM_THE_MODEL,
     ),

@@ -261,6 +261,24 @@ def ablation_costs(evidence) -> dict:
     return {"ablation": {"rows": rows}} if rows else {}
 
 
+INDUCTION_SCORES = "induction.induction_scores"
+SMALL_PATTERNS = "small.induction_scores"  # its input: the small model's mean patterns on [BOS, A, A], and seq_len
+
+
+def model_patterns(evidence) -> dict:
+    """Every head's attention pattern of the small induction model on [BOS, A, A] (the batch's mean), from the
+    reference cache's own input to the induction scores: the previous-token head's diagonal and the induction
+    heads' stripe, seq_len - 1 below it, are there to see. Nothing of the learner's is drawn."""
+    if evidence.check.id != INDUCTION_SCORES:
+        return {}
+    patterns = evidence.inputs.get(wire.ARG.format(case=SMALL_PATTERNS, i=0))
+    seq_len = evidence.inputs.get(wire.ARG.format(case=SMALL_PATTERNS, i=1))
+    if patterns is None or seq_len is None or patterns.ndim != 4 or patterns.shape[0] * patterns.shape[1] > 64:
+        return {}
+    data = {"case": SMALL_PATTERNS, "model": INDUCTION_MODEL, "patterns": finite_or_nan(patterns).tolist()}
+    return {"model_patterns": data | {"repeat_starts": int(seq_len) + 1}}
+
+
 FIGURES = (  # each {} where it draws nothing
     attention_patterns,
     next_token_predictions,
@@ -269,6 +287,7 @@ FIGURES = (  # each {} where it draws nothing
     head_scores,
     token_loss,
     ablation_costs,
+    model_patterns,
 )
 
 

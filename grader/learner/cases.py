@@ -20,7 +20,7 @@ from grader.shared.wire import Capture, CaseSpec, Reply, ReplyStatus, Request, T
 
 # One thread for torch in every check: the same sums in the same order on any machine, so every number a
 # report gives repeats; the checks' matrices are small (measured: no check slower on one thread than on two),
-# and a second lane runs beside this one on the other core (runner.lanes_for).
+# and a second lane runs beside this one on the other core (runner.lanes.parallel).
 CHECK_THREADS = 1
 
 

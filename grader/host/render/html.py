@@ -260,6 +260,31 @@ def token_loss_section(data: dict, reference: str) -> str:
     return f"{title}{shows(data, reference)}{image(figure, alt)}"
 
 
+def patterns_section(data: dict, reference: str) -> str:
+    """Each head of the small model, layers down and heads across, its mean pattern on [BOS, A, A] with dotted
+    lines where the repeat starts."""
+    patterns, start = data["patterns"], data["repeat_starts"]
+    layers, heads = len(patterns), len(patterns[0])
+    figure = Figure(figsize=(2.2 * heads + 1.2, 2.2 * layers + 0.8), layout="constrained")
+    figure.suptitle(f"attention of each head on [BOS, A, A] ({who(data, reference)}; the batch's mean)")
+    grid = figure.subplots(layers, heads, squeeze=False)
+    for layer, row in enumerate(grid):
+        for head, axes in enumerate(row):
+            shown = axes.imshow(patterns[layer][head], vmin=0.0, vmax=1.0, cmap="viridis", interpolation="nearest")
+            axes.axvline(start - 0.5, color="red", linestyle=":", linewidth=0.8)
+            axes.axhline(start - 0.5, color="red", linestyle=":", linewidth=0.8)
+            axes.set_title(f"head {layer}.{head}", fontsize=9)
+            axes.set_xticks([])
+            axes.set_yticks([])
+    figure.colorbar(shown, ax=figure.axes, shrink=0.8, label="attention (query down, key across)")
+    alt = f"attention patterns of every head on a repeated sequence: {who(data, reference)}"
+    title = (
+        "<h3>the heads themselves: a previous-token head's diagonal just below the main one, and in layer 1 the "
+        "induction stripe, seq_len - 1 below it, in the repeated half</h3>"
+    )
+    return f"{title}{shows(data, reference)}{image(figure, alt)}"
+
+
 def ablation_section(data: dict, reference: str) -> str:
     """A table: each head ablated and how, the expected cost (ablated minus clean loss on the repeated half) and
     yours, marked where they differ; the model column only when the rows come from more than one."""
@@ -289,6 +314,7 @@ SECTIONS = {
     "head_scores": scores_section,
     "token_loss": token_loss_section,
     "ablation": ablation_section,
+    "model_patterns": patterns_section,
 }
 
 
