@@ -6,7 +6,6 @@ With the learner's real process: test_hostile.py, test_interrupt.py, test_lanes.
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -89,10 +88,8 @@ def test_a_check_past_its_timeout_ends_as_timeout_and_the_next_runs_on_a_fresh_w
     steps = {"toy.a": answer(delay=ROOMY), "toy.b": answer()}
     with LearnerProcesses(NO_FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
         first = processes.lanes[GPT2_LANE].worker
-        started = time.monotonic()
         outcomes = processes.run(tmp_path, [toy("toy.a", min_timeout=None), toy("toy.b")], reference(tmp_path, steps))
-        assert time.monotonic() - started < 5  # not the answer's delay
-    late, after = outcomes["toy.a"], outcomes["toy.b"]
+    late, after = outcomes["toy.a"], outcomes["toy.b"]  # not the answer, which comes only after ROOMY seconds
     assert (late.ending, late.error, late.seconds, late.outputs) == (
         "timeout", "no answer within 0.3 s (an infinite loop?)", 0.3, {}
     )  # fmt: skip
