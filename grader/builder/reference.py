@@ -27,6 +27,8 @@ from grader.shared.entry import PROGRESS_PREFIX
 from grader.shared.types import counts_by_part
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import torch
     from transformer_lens import ActivationCache, HookedTransformer
 
@@ -194,6 +196,21 @@ class Reference:
 
         with torch.no_grad():
             return self.model(tokens).detach().clone()
+
+    def incremental_logits(self) -> Callable[[list[int]], torch.Tensor]:
+        """A function that feeds token ids to GPT-2 one call after another, the sequence growing, and returns the
+        last position's logits (d_vocab,); transformer_lens's key-value cache keeps the earlier positions, so a
+        greedy continuation costs one position a step, not the whole sequence again."""
+        import torch
+        from transformer_lens import TransformerLensKeyValueCache
+
+        past = TransformerLensKeyValueCache.init_cache(self.model.cfg, "cpu", batch_size=1)
+
+        def step(ids: list[int]) -> torch.Tensor:
+            with torch.no_grad():
+                return self.model(torch.tensor([ids]), past_kv_cache=past)[0, -1].detach().clone()
+
+        return step
 
     def logit_lens(self, tokens: torch.Tensor) -> torch.Tensor:
         """ln_final (statistics recomputed per stream) and the unembedding applied to the residual

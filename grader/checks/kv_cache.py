@@ -40,14 +40,15 @@ def cached_model_output(actual, expected, tolerance: Tolerance) -> CaseCompariso
 def greedy_continuation(ref: Reference, ids: list[int], max_new: int) -> list[int]:
     """GPT-2's greedy continuation, cut before a step whose top two logits are closer than
     ARGMAX_MARGIN (a float32 rounding could pick either)."""
-    import torch
-
+    step = ref.incremental_logits()
     generated: list[int] = []
+    top = step(ids).topk(2)
     for _ in range(max_new):
-        top = ref.logits(torch.tensor([ids + generated]))[0, -1].topk(2)
         if float(top.values[0] - top.values[1]) < ARGMAX_MARGIN:
             break
         generated.append(int(top.indices[0]))
+        if len(generated) < max_new:
+            top = step(generated[-1:]).topk(2)
     return generated
 
 
