@@ -128,13 +128,13 @@ def part5_evidence(check_id: str, expected: dict, outputs: dict, inputs: dict | 
 
 
 def scores_evidence(output: np.ndarray | None, kind: str = "induction", patterns: np.ndarray | None = None) -> Evidence:
-    """A score check's evidence; the induction scores' with the small model's patterns as its case's input."""
+    """A score check's evidence; with `patterns`, the small model's patterns on [BOS, A, A] as its case's input (what
+    the induction scores check watches), which the report draws whatever the learner's output (not its property)."""
     expected = INDUCTION_SCORES if kind == "induction" else PREVIOUS_TOKEN_SCORES
     case = f"small.{kind}_scores"
     inputs = None
-    if kind == "induction":
-        given = mean_patterns() if patterns is None else patterns
-        inputs = {wire.ARG.format(case=case, i=0): given, wire.ARG.format(case=case, i=1): np.array(SEQ_LEN)}
+    if patterns is not None:
+        inputs = {wire.ARG.format(case=case, i=0): patterns, wire.ARG.format(case=case, i=1): np.array(SEQ_LEN)}
     return part5_evidence(f"induction.{kind}_scores", {case: expected}, {case: output}, inputs)
 
 

@@ -246,7 +246,7 @@ def test_without_your_numbers_of_the_expected_shape_only_the_expected_are_drawn(
 
 def test_the_small_models_own_patterns_come_from_the_induction_scores_input():
     patterns = figure_evidence.mean_patterns()
-    drawn = figures.model_patterns(scores_evidence(INDUCTION_SCORES))["model_patterns"]
+    drawn = figures.model_patterns(scores_evidence(INDUCTION_SCORES, patterns=patterns))["model_patterns"]
     assert drawn["case"] == "small.induction_scores" and drawn["model"] == figures.INDUCTION_MODEL
     assert np.array_equal(np.array(drawn["patterns"]), patterns) and drawn["repeat_starts"] == SEQ_LEN + 1
 
@@ -254,7 +254,9 @@ def test_the_small_models_own_patterns_come_from_the_induction_scores_input():
 @pytest.mark.parametrize("patterns", [np.zeros((3, 3)), np.zeros((9, 9, 4, 4))])
 def test_no_patterns_figure_without_a_drawable_input_or_for_another_check(patterns):
     assert figures.model_patterns(scores_evidence(INDUCTION_SCORES, patterns=patterns)) == {}  # not 4-d; 81 heads
-    assert figures.model_patterns(scores_evidence(PREVIOUS_TOKEN_SCORES, "previous_token")) == {}
+    assert figures.model_patterns(scores_evidence(INDUCTION_SCORES)) == {}  # no input watched
+    every_head = figure_evidence.mean_patterns()
+    assert figures.model_patterns(scores_evidence(PREVIOUS_TOKEN_SCORES, "previous_token", every_head)) == {}
 
 
 def test_the_page_draws_the_part5_figures_naming_the_small_model():
@@ -263,7 +265,8 @@ def test_the_page_draws_the_part5_figures_naming_the_small_model():
     yours = INDUCTION_SCORES.copy()
     yours[1, 2] = 0.42
     drawn = {}
-    for evidence in (scores_evidence(yours), token_loss_evidence(repeated_losses()), ablation_evidence(ABLATION_COSTS)):
+    with_patterns = scores_evidence(yours, patterns=figure_evidence.mean_patterns())
+    for evidence in (with_patterns, token_loss_evidence(repeated_losses()), ablation_evidence(ABLATION_COSTS)):
         drawn |= figures.all_figures(evidence)
     page = "".join(html.SECTIONS[name](data, "GPT-2") for name, data in drawn.items())
     assert page.count("<img ") == 3 and page.count('class="same"') == 6

@@ -113,7 +113,7 @@ def test_part5s_pictures_load_and_are_drawn(tmp_path):
         "induction.previous_token_scores": figure_evidence.scores_evidence(
             figure_evidence.PREVIOUS_TOKEN_SCORES, "previous_token"
         ),
-        "induction.induction_scores": figure_evidence.scores_evidence(yours),
+        "induction.induction_scores": figure_evidence.scores_evidence(yours, patterns=figure_evidence.mean_patterns()),
         "induction.per_token_loss": figure_evidence.token_loss_evidence(None),
         "induction.ablation_cost": figure_evidence.ablation_evidence(figure_evidence.ABLATION_COSTS),
     }
