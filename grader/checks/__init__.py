@@ -45,6 +45,12 @@ class Target:
         return f"{self.name}.{self.method}" if self.method else self.name
 
 
+def driven(file: str, name: str, driver: str | None, method: str | None = None) -> Target:
+    """`name` of exercises/<file>.py called through its part's drivers, `grader.learner.drivers.<file>:<driver>`
+    (None: called directly); a plain function unless `method` is given."""
+    return Target(file, name, method, driver=driver and f"grader.learner.drivers.{file}:{driver}")
+
+
 @dataclass
 class Case:
     """One call of the learner's target with the reference's expected answer.

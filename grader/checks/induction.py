@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader.checks import Case, Check, Target, Tolerance, on_stand_ins
+from grader.checks import Case, Check, Target, Tolerance, driven, on_stand_ins
 from grader.learner.drivers import text_tensor
 from grader.shared.compare import CaseComparison, validate
 
@@ -446,7 +446,7 @@ def k_composition_cases(ref: Reference) -> list[Case]:
 
 
 def induction(name: str, driver: str | None = "scalars") -> Target:
-    return Target("induction", name, None, driver=driver and f"grader.learner.drivers.induction:{driver}")
+    return driven("induction", name, driver)
 
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)

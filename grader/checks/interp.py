@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader.checks import Case, Check, Target, Tolerance
+from grader.checks import Case, Check, Target, Tolerance, driven
 from grader.checks.model.block import replay_extras
 from grader.learner.drivers import COUNT_KEYS
 from grader.shared.compare import CaseComparison, validate
@@ -239,7 +239,7 @@ def same_counts(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) 
 
 
 def interp(name: str, driver: str | None) -> Target:
-    return Target("interp", name, None, driver=driver and f"grader.learner.drivers.interp:{driver}")
+    return driven("interp", name, driver)
 
 
 EXACT_ONLY = Tolerance(atol=0.0, rtol=0.0)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader.checks import Case, Check, Target, Tolerance, on_stand_ins
+from grader.checks import Case, Check, Target, Tolerance, driven, on_stand_ins
 from grader.learner.drivers.training import PARAMETER_NAMES, TINY
 from grader.shared.compare import CaseComparison, validate
 
@@ -345,7 +345,7 @@ def outcome_notes(reply: dict) -> list[str]:
 
 
 def training(name: str, driver: str | None, method: str | None = None) -> Target:
-    return Target("training", name, method, driver=driver and f"grader.learner.drivers.training:{driver}")
+    return driven("training", name, driver, method)
 
 
 EXACT = {"tolerance": Tolerance(atol=1e-5, rtol=1e-5), "expected_from": FIRST_PRINCIPLES}
