@@ -65,23 +65,23 @@ def test_two_lanes_only_where_forks_cores_and_a_stand_in_allow(monkeypatch):
     assert not parallel(checks, Limits(fork=True))
 
 
-def test_two_lanes_sharing_a_schedule_never_run_two_of_gpt2s_checks_at_once():
+def test_two_lanes_sharing_a_schedule_never_run_two_of_gpt2s_checks_at_once_and_import_once():
     checks = list(registry())
-    schedule, running, most, taken = Schedule(checks), [], [0], []
+    schedule, running, most, taken = Schedule(checks), [], [0], {}
     guard = threading.Lock()
 
-    def lane() -> None:
-        while (check := schedule.take()) is not None:
+    def lane(name: str) -> None:
+        while (check := schedule.take(name)) is not None:
             with guard:
                 running.append(check)
                 most[0] = max(most[0], sum(c.reads_gpt2 for c in running))
-                taken.append(check.id)
+                taken[check.id] = name
             time.sleep(0.001)
             with guard:
                 running.remove(check)
             schedule.done(check)
 
-    lanes = [threading.Thread(target=lane) for _ in range(2)]
+    lanes = [threading.Thread(target=lane, args=(name,)) for name in (lane_rules.GPT2_LANE, lane_rules.STAND_IN_LANE)]
     for thread in lanes:
         thread.start()
     for thread in lanes:
@@ -89,6 +89,8 @@ def test_two_lanes_sharing_a_schedule_never_run_two_of_gpt2s_checks_at_once():
     assert most == [1] and sorted(taken) == sorted(c.id for c in checks)
     gpt2 = [c.id for c in checks if c.reads_gpt2]
     assert [i for i in taken if i in gpt2] == gpt2  # GPT-2's checks in the course's order
+    warm = [c.id for c in checks if c.warm_imports]
+    assert len(warm) >= 2 and len({taken[i] for i in warm}) == 1  # torch._dynamo imported by one worker only
 
 
 def one_lane_and_two(grade_in, monkeypatch) -> tuple[dict, dict]:

@@ -6,7 +6,8 @@ With the learner's real process: test_hostile.py, test_interrupt.py, test_lanes.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import threading
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import fake_worker
@@ -242,6 +243,38 @@ def test_checks_run_in_two_lanes_where_forks_and_cores_allow(tmp_path, monkeypat
     assert set(ran_in.values()) <= lanes and ran_in["toy.a"] == "gpt2"  # the first lane takes the first check
     workers = {lane: {pid(outcomes[c]) for c in ran_in if ran_in[c] == lane} for lane in set(ran_in.values())}
     assert all(len(pids) == 1 for pids in workers.values()) and len(set.union(*workers.values())) == len(workers)
+
+
+@pytest.mark.parametrize(("told", "started"), [
+    ("both kinds", {"gpt2", "stand-ins"}),
+    ("gpt2 only", {"gpt2"}),
+    ("nothing", {"gpt2"}),
+])  # fmt: skip
+def test_entering_starts_the_workers_of_the_lanes_the_checks_will_use(tmp_path, monkeypatch, told, started):
+    """Told the checks, entering starts both workers where they will run in two lanes (both import torch while the
+    grader reads the reference), and only the first where they will not; told nothing, only the first."""
+    monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
+    checks = {"both kinds": [toy("toy.a"), toy("toy.s", reads_gpt2=False)], "gpt2 only": [toy("toy.a"), toy("toy.b")]}
+    steps = {"toy.a": answer()}
+    with LearnerProcesses(FORKS, fake_worker.command(tmp_path, steps), checks=checks.get(told)) as processes:
+        assert {name for name, lane in processes.lanes.items() if lane.worker is not None} == started
+
+
+def test_checks_with_warm_imports_run_in_the_lane_that_imported_them_first():
+    """The first check needing a slow import pins the others that need it to its lane: imported once, not per lane."""
+    schedule = lane_rules.Schedule([replace(toy(f"toy.{i}", reads_gpt2=False), warm_imports=("slow",)) for i in "abc"])
+    first = schedule.take(GPT2_LANE)
+    other: list = []
+    waiting = threading.Thread(target=lambda: other.append(schedule.take(STAND_IN_LANE)), daemon=True)
+    waiting.start()
+    waiting.join(timeout=0.2)
+    assert waiting.is_alive()  # the stand-in lane waits: every check left needs what the first lane imported
+    taken = [first, schedule.take(GPT2_LANE), schedule.take(GPT2_LANE)]
+    assert schedule.take(GPT2_LANE) is None
+    for check in taken:
+        schedule.done(check)
+    waiting.join(timeout=5)
+    assert [check.id for check in taken] == ["toy.a", "toy.b", "toy.c"] and other == [None]
 
 
 def test_the_verdict_of_each_ending(tmp_path):

@@ -91,6 +91,9 @@ class Check:
     min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
     uses: tuple[str, ...] = ()  # the checks of the parts its target calls: a failure there is named first
     reads_gpt2: bool = True  # False: its cases hold none of GPT-2's weights or activations (runner.lanes.parallel)
+    # Libraries its driver imports on first use, slow to import: imported once in the worker before the fork,
+    # and the checks that need one run in the lane that imported it (runner.lanes.Schedule).
+    warm_imports: tuple[str, ...] = ()
     page: str = ""  # its page of docs/course/ (e.g. "05-attention.md"): the module's PAGE, set by checks_in
 
 

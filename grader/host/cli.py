@@ -146,7 +146,7 @@ def grade(checks, package: Path, args) -> int:
         sandbox=not args.no_sandbox,
         device=args.device,
     )
-    with LearnerProcesses(limits) as processes:  # its worker imports torch while the reference is read
+    with LearnerProcesses(limits, checks=checks) as processes:  # its workers import torch while the reference is read
         try:
             reference = prepare_reference(args, errors, processes.paused)
         except ReferenceUnavailable as error:

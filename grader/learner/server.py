@@ -29,9 +29,6 @@ from grader.shared.cgroup import CheckGroup
 from grader.shared.paths import REPO_ROOT
 from grader.shared.wire import Request
 
-# What the code a driver runs imports on first use, beyond the driver itself: torch.optim's first
-# optimizer imports torch._dynamo, about 2 s, in each training check that makes one.
-DRIVER_IMPORTS = {"grader.learner.drivers.training": ("torch._dynamo",)}
 POLL_SECONDS = 0.1  # how often the fork server looks at a running check's time and memory
 MAX_PRINTED_BYTES = 64 * 1024  # of what a check prints, kept for the report (which shows a few lines)
 READ_BYTES = 64 * 1024  # one pipeful
@@ -287,10 +284,11 @@ def preload() -> None:
 
 
 def warm_imports(request: Request) -> None:
-    """Import, once and before the fork, what a check's driver and the code it drives import anyway:
-    paid in every check's process otherwise. Grader and library code only, never the learner's."""
-    module_name = (request.target.driver or "").partition(":")[0]
-    for name in (module_name, *DRIVER_IMPORTS.get(module_name, ())) if module_name else ():
+    """Import, once and before the fork, the check's driver and what the code it drives imports anyway
+    (`Check.warm_imports`): paid in every check's process otherwise. Grader and library code only, never the
+    learner's."""
+    driver = (request.target.driver or "").partition(":")[0]
+    for name in [driver] * bool(driver) + request.warm_imports:
         importlib.import_module(name)
 
 

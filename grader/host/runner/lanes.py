@@ -125,15 +125,17 @@ def answer_limit(request: wire.Request) -> float:
 
 
 class Schedule:
-    """The checks of one grading, handed to the lanes that share it as each lane comes free, in order, under the
-    one rule that makes two lanes safe: two checks that read GPT-2's data (`Check.reads_gpt2`) never run at the
-    same time. A lane takes the first check of GPT-2's it may, else the first stand-in; it waits while only GPT-2's
-    checks are left and the other lane runs one."""
+    """The checks of one grading, handed to the lanes that share it as each lane comes free, in order, under two
+    rules. Two checks that read GPT-2's data (`Check.reads_gpt2`) never run at the same time: that makes two lanes
+    safe. A check with warm imports runs in the lane that imported them first (`Check.warm_imports`): they are
+    paid once. A lane takes the first check of GPT-2's it may, else the first stand-in; it waits while only checks
+    it may not take are left."""
 
     def __init__(self, checks: list[Check]):
         self.pending = list(checks)
         self.gpt2_running = 0
         self.started = False  # the first lane has taken its first check
+        self.imported_by: dict[str, str] = {}  # a warm import -> the lane whose worker imported it
         self.changed = threading.Condition()
 
     def take(self, lane: str = GPT2_LANE) -> Check | None:
@@ -141,15 +143,20 @@ class Schedule:
         lane (GPT2_LANE), whose worker the session started first."""
         with self.changed:
             while self.pending:
-                allowed = [c for c in self.pending if not c.reads_gpt2 or not self.gpt2_running]
+                allowed = [c for c in self.pending if self._may_take(lane, c)]
                 check = next((c for c in allowed if c.reads_gpt2), allowed[0] if allowed else None)
                 if check is not None and (self.started or lane == GPT2_LANE):
                     self.pending.remove(check)
                     self.gpt2_running += check.reads_gpt2
+                    self.imported_by |= {name: lane for name in check.warm_imports if name not in self.imported_by}
                     self.started = True
                     return check
                 self.changed.wait()
             return None
+
+    def _may_take(self, lane: str, check: Check) -> bool:
+        exclusive = check.reads_gpt2 and self.gpt2_running
+        return not exclusive and all(self.imported_by.get(name, lane) == lane for name in check.warm_imports)
 
     def done(self, check: Check) -> None:
         with self.changed:

@@ -19,13 +19,20 @@ from grader.host.runner.worker import LEARNER_COMMAND
 
 class LearnerProcesses:
     """A lane (a worker and its checks) for the checks that read GPT-2's data and, where they can run beside
-    it, one for those that do not. Entered, it starts the first lane's worker at once: torch is imported
-    while the grader reads the reference. Each worker runs `worker_command`: the learner's process, or a
-    stand-in that speaks the wire format (the unit tier's tests/fake_worker.py)."""
+    it, one for those that do not. Entered, it starts the first lane's worker at once, and the second's where
+    the `checks` it is told of will run in two lanes: torch is imported while the grader reads the reference.
+    Each worker runs `worker_command`: the learner's process, or a stand-in that speaks the wire format (the
+    unit tier's tests/fake_worker.py)."""
 
-    def __init__(self, limits: Limits | None = None, worker_command: tuple[str, ...] = LEARNER_COMMAND):
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        worker_command: tuple[str, ...] = LEARNER_COMMAND,
+        checks: list[Check] | None = None,
+    ):
         self.limits = (limits or Limits()).settled()
         self.worker_command = worker_command
+        self.first_lanes = lane_names(checks or [], self.limits)
         # A check's process may leave files the grader's user cannot remove (it ran as nobody, or was killed
         # mid-write): they are left to the system's temporary directory rather than fail the report.
         self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-", ignore_cleanup_errors=True)
@@ -33,7 +40,8 @@ class LearnerProcesses:
         self.lanes: dict[str, Lane] = {}
 
     def __enter__(self) -> LearnerProcesses:
-        self.lane(GPT2_LANE).start()
+        for name in self.first_lanes:
+            self.lane(name).start()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -70,7 +78,7 @@ class LearnerProcesses:
         """Every check's outcome, in order. Where two lanes may run (`lanes.parallel`), each takes the next check it
         may from one `Schedule` (never two checks of GPT-2's data at once), the second in a thread. `on_outcome(check,
         outcome)` is called with each as soon as it is known, from the lane's thread, one call at a time."""
-        names = [GPT2_LANE, STAND_IN_LANE] if parallel(checks, self.limits) else [GPT2_LANE]
+        names = lane_names(checks, self.limits)
         schedule = Schedule(checks)
         outcomes: dict[str, Outcome] = {}
         failures: list[BaseException] = []
@@ -114,3 +122,8 @@ class LearnerProcesses:
         for thread in threads:
             thread.join(timeout=GRACE)
         self.stop()  # a worker a lane's thread started meanwhile
+
+
+def lane_names(checks: list[Check], limits: Limits) -> list[str]:
+    """The lanes `checks` run in: the second only where they run two at a time (`lanes.parallel`)."""
+    return [GPT2_LANE, STAND_IN_LANE] if parallel(checks, limits) else [GPT2_LANE]

@@ -55,6 +55,7 @@ def request_for(package: Path, check: Check, reference: ReferenceData, scratch: 
         sandbox=limits.sandbox and bool(limits.fork) and sandbox.status().on,
         fork=bool(limits.fork),
         device=limits.device,
+        warm_imports=list(check.warm_imports),
     )
 
 
