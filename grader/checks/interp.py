@@ -9,24 +9,45 @@ the erasing neuron with their exact formulas. Each case names what the classic m
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance, driven
+from grader.checks.model._common import generator
 from grader.checks.model.block import replay_extras
-from grader.learner.drivers import COUNT_KEYS
+from grader.learner.drivers import COUNT_KEYS, PROBE_LOGITS, PROBE_SHAPE, PROBE_TOKENS
 from grader.shared.compare import CaseComparison, validate
 from grader.shared.types import counts_by_part
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from torch import Tensor
 
     from grader.builder.reference import Reference
 
 EXACT = "the exact answer"
 HEADS = ((0, 0), (-1, 5))  # (layer, head): the first block's first head and a head of the last block
+PROBE_SALT = 500_009  # the probe's ids come from a generator of their own: none of the token sets' ids
+
+
+def probed(cases: Callable[[Reference], list[Case]]) -> Callable[[Reference], list[Case]]:
+    """`cases`, each carrying the probe that decides whether the check runs on the learner's Transformer or on the
+    stand-in (drivers.interp.model): token ids of their own and GPT-2's logits there, which the learner's must give."""
+
+    @functools.wraps(cases)
+    def with_probe(ref: Reference) -> list[Case]:
+        import torch
+
+        tokens = torch.randint(0, ref.d_vocab, PROBE_SHAPE, generator=generator(ref, PROBE_SALT))
+        probe = {PROBE_TOKENS: tokens, PROBE_LOGITS: ref.logits(tokens)}
+        return [replace(case, extra=case.extra | probe) for case in cases(ref)]
+
+    return with_probe
 
 
 def as_counts(counts: dict[str, int]) -> Tensor:
@@ -251,7 +272,7 @@ CHECKS = (
         1,
         interp("parameter_counts", "counts"),
         "parameter counts",
-        parameter_counts_cases,
+        probed(parameter_counts_cases),
         comparison=same_counts,
         tolerance=EXACT_ONLY,
     ),
@@ -261,7 +282,7 @@ CHECKS = (
         2,
         interp("logit_lens", "on_model"),
         "the logit lens",
-        logit_lens_cases,
+        probed(logit_lens_cases),
         tolerance=Tolerance(atol=1e-3, rtol=1e-4),
         uses=("embed", "pos_embed", "layernorm", "block", "unembed"),
     ),
@@ -296,7 +317,7 @@ CHECKS = (
         1,
         interp("direct_path_logits", "on_model"),
         "the direct path's logits",
-        direct_path_cases,
+        probed(direct_path_cases),
         uses=("embed", "unembed"),
     ),
     Check(
@@ -305,7 +326,7 @@ CHECKS = (
         1,
         interp("is_tied", "tied"),
         "tied embeddings",
-        is_tied_cases,
+        probed(is_tied_cases),
         tolerance=EXACT_ONLY,
         expected_from=EXACT,
     ),

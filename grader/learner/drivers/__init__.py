@@ -18,6 +18,9 @@ COUNT_KEYS = (
     "tied",
 )  # interp.parameter_counts, in order
 END_OF_TEXT = "<|endoftext|>"  # GPT-2's end-of-text token, also the stand-in tokenizer's
+# The interp checks' inputs that decide, once per check, whether it runs on the learner's Transformer: a few token
+# ids (a batch of two, a few positions) and GPT-2's logits on them, which the learner's must give (drivers.interp).
+PROBE_TOKENS, PROBE_LOGITS, PROBE_SHAPE = "probe_tokens", "probe_logits", (2, 8)
 PADDING = -1
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from grader.learner.drivers import COUNT_KEYS
+from grader.learner.drivers import COUNT_KEYS, PROBE_LOGITS, PROBE_TOKENS
 from grader.learner.drivers.replay import replaying
 from grader.learner.drivers.stand_in_transformer import Transformer as StandIn
-from grader.learner.drivers.stand_in_transformer import agrees, fault, probe_tokens
+from grader.learner.drivers.stand_in_transformer import fault, gives
 
 MODULES = {"attn": ("attention", "Attention"), "ln": ("normalization", "LayerNorm")}
 
@@ -29,20 +29,14 @@ def learner_module(ctx, kind: str):
 
 def model(ctx):
     """The learner's Transformer loaded with this case's weights; the stand-in, loaded alike, where the learner's
-    does not import or fails its own check (decided once per check, on a few tokens)."""
+    does not import or does not give GPT-2's logits on the case's probe tokens (decided once per check)."""
     if not ctx.stand_in_decided:
-        ctx.update_reply(stand_in=fault(ctx, lambda cls: agrees_loaded(ctx, cls)))
+        probe = ctx.tensor(PROBE_TOKENS), ctx.tensor(PROBE_LOGITS)
+        ctx.update_reply(stand_in=fault(ctx, lambda cls: gives(ctx.module(cls), *probe)))
         ctx.stand_in_decided = True
     if ctx.reply.stand_in:
         return ctx.module(StandIn)
     return ctx.module(ctx.package.attribute("transformer", "Transformer"))
-
-
-def agrees_loaded(ctx, cls) -> bool:
-    """Whether `cls`, loaded with this case's weights, gives the stand-in's logits (the stand-in built first, so that
-    the learner's model is the one left built)."""
-    stand_in = ctx.module(StandIn)
-    return agrees(ctx.module(cls), stand_in, probe_tokens(stand_in.cfg, ctx.device))
 
 
 def counts(ctx, args) -> torch.Tensor:

@@ -16,10 +16,11 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from grader.learner.drivers import PROBE_SHAPE
+
 # Why a check ran on the stand-in (the reply's `stand_in`, a wire.StandIn): the learner's Transformer ...
 DOES_NOT_IMPORT, FAILS = "does not import", "fails its own check"
 RTOL, ATOL = 1e-4, 1e-3  # the transformer check's tolerance
-PROBE_SHAPE = (2, 8)  # the tokens the learner's Transformer is tried on: a batch of two, a few positions
 # The spread of the probe weights of a tiny model: at GPT-2's initial 0.02 every head attends nearly uniformly and a
 # mistake in the scores would not show; at 0.2 the scores of a tiny head spread by about 1.
 PROBE_STD = 0.2
@@ -162,12 +163,16 @@ def probe_tokens(cfg, device="cpu") -> Tensor:
 
 def agrees(model: nn.Module, stand_in: Transformer, tokens: Tensor) -> bool:
     """Whether the learner's model gives the stand-in's logits on `tokens`, both holding the same weights."""
-    expected = stand_in(tokens)
+    return gives(model, tokens, stand_in(tokens))
+
+
+def gives(model: nn.Module, tokens: Tensor, logits: Tensor) -> bool:
+    """Whether the learner's model gives these logits on `tokens`, within the transformer check's tolerance."""
     actual = model(tokens)
     return (
         isinstance(actual, Tensor)
-        and actual.shape == expected.shape
-        and bool(torch.allclose(actual.to(expected), expected, rtol=RTOL, atol=ATOL))
+        and actual.shape == logits.shape
+        and bool(torch.allclose(actual.to(logits), logits, rtol=RTOL, atol=ATOL))
     )
 
 
