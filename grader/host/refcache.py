@@ -27,7 +27,7 @@ from pydantic import TypeAdapter
 
 from grader import __version__
 from grader.shared import sandbox, wire
-from grader.shared.entry import ENTRY_FILES, PROGRESS_PREFIX, digested_files, part_digest
+from grader.shared.entry import ENTRY_FILES, PROGRESS_PREFIX, digested_files, part_digests
 from grader.shared.paths import cache_root
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
@@ -172,10 +172,10 @@ class Seal:
 
     def _verify(self) -> None:
         recorded, verified = self.data.meta.get("digests", {}), self.data.verified
-        for part in self.parts:
-            if verified.get(part) == self._stat_of(part):
-                continue  # hashed before in this process, and not written since
-            if recorded.get(part) != part_digest(self.data.directory, part):
+        # Hashed before in this process, and not written since: not again.
+        unverified = [part for part in self.parts if verified.get(part) != self._stat_of(part)]
+        for part, digest in part_digests(self.data.directory, unverified):
+            if recorded.get(part) != digest:
                 self._problem = f"{part.partition(':')[0]} is not what the reference builder wrote"
                 return
             verified[part] = self._stat_of(part)

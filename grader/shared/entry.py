@@ -7,8 +7,10 @@ the parts its checks read.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 PROGRESS_PREFIX = "[reference] "  # marks the builder's progress lines: "[reference] 0.300 message"
@@ -79,14 +81,34 @@ def span_digest(handle, span: tuple[int, int]) -> str:
     return digest.hexdigest()
 
 
+def part_digests(directory: Path, names: list[str]) -> Iterator[tuple[str, str | None]]:
+    """Each part `entry_digests` names, with its digest as the files are now (None where it cannot be read), in
+    the order given; each file is opened, and its header parsed, once for its run of parts."""
+    for file, run in itertools.groupby(names, key=lambda name: name.partition(":")[0]):
+        parts = list(run)
+        yield from zip(parts, file_parts(directory / file, [part.partition(":")[1:] for part in parts]), strict=True)
+
+
+def file_parts(path: Path, keys: list[tuple[str, str]]) -> list[str | None]:
+    """The digests of a file's parts: ("", "") the whole file, (":", "") its header, (":", key) one tensor."""
+    try:
+        if not any(split for split, _ in keys):
+            return [file_digest(path)] * len(keys)
+        with open(path, "rb") as handle:
+            header, spans = safetensors_layout(handle)
+            return [part_of(handle, header, spans, split, key) for split, key in keys]
+    except (OSError, ValueError, TypeError, IndexError):
+        return [None] * len(keys)
+
+
+def part_of(handle, header: bytes, spans: dict, split: str, key: str) -> str | None:
+    if not split:
+        return None  # a whole safetensors file is digested by part only
+    if not key:
+        return hashlib.sha256(header).hexdigest()
+    return span_digest(handle, spans[key]) if key in spans else None
+
+
 def part_digest(directory: Path, name: str) -> str | None:
     """The digest of one part `entry_digests` names, as the files are now; None when it cannot be read."""
-    file, split, key = name.partition(":")
-    try:
-        if not split:
-            return file_digest(directory / file)
-        with open(directory / file, "rb") as handle:
-            header, spans = safetensors_layout(handle)
-            return hashlib.sha256(header).hexdigest() if not key else span_digest(handle, spans[key])
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
-        return None
+    return next(part_digests(directory, [name]))[1]
