@@ -91,13 +91,42 @@ TERMINAL_MODES = {
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from grader.checks import UnknownCheck, listing, registry, select
+    from grader.checks import listing, registry
 
     if args.download:
         return download()
     if args.list:
         print("\n".join(listing(registry())))
         return 0
+    from grader.host.runner import LearnerProcesses
+    from grader.shared import sandbox
+
+    sandbox.become_subreaper()  # a learner process that outlives its worker still ends with the grading
+    try:
+        with LearnerProcesses(limits_of(args)) as processes:  # its worker imports torch while the rest is read
+            return selected_and_graded(args, processes)
+    except KeyboardInterrupt:
+        sandbox.end_descendants()  # the worker and the check it was running; a half-built cache entry is only staging
+        print("grade: interrupted: nothing was written", file=sys.stderr)
+        return 130
+
+
+def limits_of(args):
+    from grader.host.runner import Limits
+
+    return Limits(
+        timeout=args.timeout,
+        memory_gb=args.memory_limit,
+        trace=args.trace or args.show,  # --show prints every tensor the learner's code names
+        sandbox=not args.no_sandbox,
+        device=args.device,
+    )
+
+
+def selected_and_graded(args, processes) -> int:
+    """The checks and the package the arguments name, graded; 2 where they name none."""
+    from grader.checks import UnknownCheck, select
+
     try:
         checks = select(args.checks)
     except UnknownCheck as error:
@@ -113,21 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     if not (package / "__init__.py").is_file():
         print(f"grade: {package} is not a Python package (no __init__.py)", file=sys.stderr)
         return 2
-    try:
-        return grade(checks, package.resolve(), args)
-    except KeyboardInterrupt:
-        from grader.shared import sandbox
-
-        sandbox.end_descendants()  # the worker and the check it was running; a half-built cache entry is only staging
-        print("grade: interrupted: nothing was written", file=sys.stderr)
-        return 130
+    return grade(checks, package.resolve(), args, processes)
 
 
-def grade(checks, package: Path, args) -> int:
+def grade(checks, package: Path, args, processes) -> int:
     from rich.console import Console
 
     from grader.host.refcache import ReferenceUnavailable
-    from grader.host.runner import LearnerProcesses, Limits
     from grader.shared import sandbox
 
     confinement = sandbox.status()
@@ -137,22 +158,14 @@ def grade(checks, package: Path, args) -> int:
     # Everything the grader needs after the learner's code has run is imported before it runs, and
     # under GitHub Actions nothing printed from here on until the report is published is a workflow command.
     emits = [renderer.emitter(vars(args), say) for renderer in chosen_renderers(args)]
-    sandbox.become_subreaper()  # a learner process that outlives its worker still ends with the grading
     errors = Console(stderr=True)
-    limits = Limits(
-        timeout=args.timeout,
-        memory_gb=args.memory_limit,
-        trace=args.trace or args.show,  # --show prints every tensor the learner's code names
-        sandbox=not args.no_sandbox,
-        device=args.device,
-    )
-    with LearnerProcesses(limits, checks=checks) as processes:  # its workers import torch while the reference is read
-        try:
-            reference = prepare_reference(args, errors, processes.paused)
-        except ReferenceUnavailable as error:
-            print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
-            return 2
-        return graded(checks, package, args, reference, processes, emits, errors)
+    processes.start_for(checks)  # the second lane's worker, where the checks run in two
+    try:
+        reference = prepare_reference(args, errors, processes.paused)
+    except ReferenceUnavailable as error:
+        print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
+        return 2
+    return graded(checks, package, args, reference, processes, emits, errors)
 
 
 def graded(checks, package: Path, args, reference, processes, emits, errors) -> int:

@@ -32,7 +32,7 @@ class LearnerProcesses:
     ):
         self.limits = (limits or Limits()).settled()
         self.worker_command = worker_command
-        self.first_lanes = lane_names(checks or [], self.limits)
+        self.expected = checks or []
         # A check's process may leave files the grader's user cannot remove (it ran as nobody, or was killed
         # mid-write): they are left to the system's temporary directory rather than fail the report.
         self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-", ignore_cleanup_errors=True)
@@ -40,9 +40,13 @@ class LearnerProcesses:
         self.lanes: dict[str, Lane] = {}
 
     def __enter__(self) -> LearnerProcesses:
-        for name in self.first_lanes:
-            self.lane(name).start()
+        self.start_for(self.expected)
         return self
+
+    def start_for(self, checks: list[Check]) -> None:
+        """Start now the workers of the lanes `checks` will run in (the first lane's whatever the checks)."""
+        for name in lane_names(checks, self.limits):
+            self.lane(name).start()
 
     def __exit__(self, *exc) -> None:
         self.close()
