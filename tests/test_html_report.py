@@ -91,12 +91,15 @@ def test_page_loads_without_errors_and_draws_its_images(broken_attention_page, t
         "difference heatmap: |yours - the random reference|",  # the transformer's logits
     ]
     assert all(image["drawn"] for image in seen["images"])
-    assert seen["lens_rows"] == 1 + 13  # the token row, then the stream before each of 12 blocks and after the last
+    # GPT-2's lens: the token row, then the stream before each of 12 blocks and after the last; the small model's: 2
+    assert seen["lens_rows"] == (1 + 13) + (1 + 3)
     head, *rows = seen["predictions"]
     assert [text for text, _ in head] == ["token", "the random reference's next", "yours next"]
     assert len(rows) == 7 and any(cells[2][1] == "differs" for cells in rows)  # 7 prompt tokens, some differ
     stand_in = "model shown: the random-weight stand-in for GPT-2 (offline)"
-    assert len(seen["models"]) == 5 and all(said.startswith(stand_in) for said in seen["models"])
+    small = "model shown: the small trained induction model (2 layers"
+    assert len(seen["models"]) == 6 and [said.startswith(small) for said in seen["models"]].count(True) == 1
+    assert all(said.startswith(stand_in) for said in seen["models"] if not said.startswith(small))
 
 
 @pytest.mark.slow

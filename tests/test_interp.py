@@ -103,6 +103,36 @@ def test_wrong_counts_are_named_by_part(grade, tmp_path):
     assert "b_U is not counted" in result.hint
 
 
+HARD_CODED_BLOCKS = (
+    "    for block in model.blocks:\n",
+    "    for layer in range(12):\n        block = model.blocks[layer]\n",
+)
+
+
+def test_the_logit_lens_runs_on_the_small_induction_model_too(grade, tmp_path):
+    """Its second case is the small trained model, at its own Config: a lens that assumes GPT-2's 12 blocks stops
+    there, at its own line."""
+    package = write_variant(tmp_path, {"interp.py": [HARD_CODED_BLOCKS]})
+    result = by_id(grade(package, "interp.logit_lens"))["interp.logit_lens"]
+    assert result.status == "error" and "IndexError" in result.message, result.message
+    assert (result.file, result.line) == ("interp.py", 39)
+
+
+def test_the_small_models_lens_predicts_the_repeat_by_its_last_layer(reference):
+    """What its picture shows offline: on [BOS, A, A], the small model's final logits put the token that followed
+    in the first half on top through most of the second half; the stream before block 0 (the token itself) does not."""
+    from grader.checks.induction import SEQ_LEN
+    from grader.checks.interp import SMALL_LENS
+
+    tokens = reference.meta["small_model"]["lens_tokens"]
+    lens = reference.expected("interp.logit_lens")[SMALL_LENS]
+    assert lens.shape == (3, 1, 1 + 2 * SEQ_LEN, 512)
+    second_half = range(SEQ_LEN + 1, 2 * SEQ_LEN)  # each position's next token is the first half's next one
+    hits = [int(lens[-1, 0, p].argmax()) == tokens[p + 1] for p in second_half]
+    embedded = [int(lens[0, 0, p].argmax()) == tokens[p + 1] for p in second_half]
+    assert sum(hits) >= 0.8 * len(hits) and sum(embedded) <= 0.2 * len(embedded)
+
+
 def test_quoted_count_is_gpt2s(reference):
     from grader.checks.interp import COUNT_KEYS
 

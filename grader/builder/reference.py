@@ -307,6 +307,11 @@ class Reference:
     def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
         return {name: tuple(param.shape) for name, param in self.model.named_parameters()}
 
+    def config_fields(self) -> dict[str, int]:
+        """This model's shape as the fields of the course's Config (a learner's modules are built at them)."""
+        fields = ("d_model", "n_heads", "d_head", "d_mlp", "n_layers", "n_ctx", "d_vocab")
+        return {name: int(getattr(self.model.cfg, name)) for name in fields}
+
 
 def load(kind: str, seed: int = DEFAULT_INPUT_SEED) -> Reference:
     """Load GPT-2 with every weight processing off, so parameters and activations are GPT-2's own."""
@@ -366,6 +371,7 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
                 case.hint,
                 list(case.steps),
                 list(case.mistakes),
+                case.config,
             )
             cases_meta[check.id].append(asdict(spec))
         save_file(contiguous(inputs), str(out / "inputs" / f"{check.id}.safetensors"))
@@ -384,9 +390,22 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
         "param_counts": counts_by_part((name, tensor.numel()) for name, tensor in parameters.items()),
         "cases": cases_meta,
         "prompt_tokens": ref.tokens["prompt"][0].tolist(),
+        "small_model": small_model_facts(ref),
         "digests": entry_digests(out),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def small_model_facts(ref: Reference) -> dict:
+    """For the figures of the small induction model: the text of each of its token ids (the corpus's ids, by
+    frequency, in the tokenizer's words), and the logit lens's case on it with its tokens."""
+    from grader.checks.interp import SMALL_LENS
+
+    small = ref.induction_model()
+    gpt2_ids = ref.corpus().gpt2_ids[: small.d_vocab].tolist()
+    lens_tokens = small.tokens[SMALL_LENS][0].tolist() if SMALL_LENS in small.tokens else []
+    vocabulary = [ref.tokenizer.decode([token]) for token in gpt2_ids]
+    return {"vocabulary": vocabulary, "lens_case": SMALL_LENS, "lens_tokens": lens_tokens}
 
 
 def contiguous(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -72,6 +72,7 @@ class Case:
     extra: dict[str, Tensor] = field(default_factory=dict)  # more named inputs, for drivers
     steps: dict[str, Tensor] = field(default_factory=dict)
     mistakes: dict[str, Tensor] = field(default_factory=dict)
+    config: dict[str, int] = field(default_factory=dict)  # another model's Config fields; `overrides` its weights
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance, driven
+from grader.checks.induction import repeated_batch
 from grader.checks.model._common import generator
 from grader.checks.model.block import replay_extras
 from grader.learner.drivers import COUNT_KEYS, PROBE_LOGITS, PROBE_SHAPE, PROBE_TOKENS
@@ -33,6 +34,11 @@ if TYPE_CHECKING:
 EXACT = "the exact answer"
 HEADS = ((0, 0), (-1, 5))  # (layer, head): the first block's first head and a head of the last block
 PROBE_SALT = 500_009  # the probe's ids come from a generator of their own: none of the token sets' ids
+SMALL_LENS = "small_repeated"  # the small induction model's lens case, and its token set: one [BOS, A, A]
+SMALL_ONLY = (
+    "it fails only on the small induction model (2 layers, d_model 64, 512 tokens): read every size from model.cfg "
+    "or the model's own modules (model.blocks), never GPT-2's numbers"
+)
 
 
 def probed(cases: Callable[[Reference], list[Case]]) -> Callable[[Reference], list[Case]]:
@@ -81,20 +87,30 @@ TIED_WITHIN_A_TOLERANCE = (
 
 
 def logit_lens_cases(ref: Reference) -> list[Case]:
+    """GPT-2's lens on the prompt; then the small induction model's on [BOS, A, A], where even offline the lens shows
+    structure (the repeated half's tokens predicted from layer 1 on). Last: the probe that decides whether the check
+    runs on the learner's Transformer holds GPT-2's logits, and the first case decides."""
+    small = ref.induction_model()
+    small.tokens.setdefault(SMALL_LENS, repeated_batch(small, "small")[:1])
+    own_weights = {"overrides": small.parameters_of(""), "config": small.config_fields(), "hint": SMALL_ONLY}
+    return [lens_case(ref, "prompt", weights=""), lens_case(small, SMALL_LENS, **own_weights)]
+
+
+def lens_case(model: Reference, tokens_name: str, **fields) -> Case:
+    """The logit lens of `model` on one of its token sets, named after it, with the classic mistake."""
     import torch
 
-    tokens = ref.tokens["prompt"]
-    acts = ref.activations("prompt")
-    streams = [acts[f"blocks.{layer}.hook_resid_pre"] for layer in range(ref.n_layers)] + [
-        acts[f"blocks.{ref.n_layers - 1}.hook_resid_post"]
+    tokens = model.tokens[tokens_name]
+    acts = model.activations(tokens_name)
+    streams = [acts[f"blocks.{layer}.hook_resid_pre"] for layer in range(model.n_layers)] + [
+        acts[f"blocks.{model.n_layers - 1}.hook_resid_post"]
     ]
-    no_ln = torch.stack([ref.call("unembed", stream) for stream in streams])
+    no_ln = torch.stack([model.call("unembed", stream) for stream in streams])
     mistakes = {"ln_final is not applied: unembed ln_final(stream), as the model's own readout does": no_ln}
-    # Each block answers GPT-2's output for GPT-2's input, so the lens is graded on its own (one mistake, one penalty).
-    blocks = {f"blocks.{layer}": (streams[layer], streams[layer + 1]) for layer in range(ref.n_layers)}
-    return [
-        Case("prompt", [tokens], ref.logit_lens(tokens), weights="", extra=replay_extras(blocks), mistakes=mistakes)
-    ]
+    # Each block answers the model's output for its input, so the lens is graded on its own (one mistake, one penalty).
+    blocks = {f"blocks.{layer}": (streams[layer], streams[layer + 1]) for layer in range(model.n_layers)}
+    extra = replay_extras(blocks)
+    return Case(tokens_name, [tokens], model.logit_lens(tokens), extra=extra, mistakes=mistakes, **fields)
 
 
 def circuit_cases(kind: str):

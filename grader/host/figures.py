@@ -99,19 +99,37 @@ def top_tokens(evidence, logits: np.ndarray) -> list[str | None]:
 
 
 def logit_lens_tops(evidence) -> dict:
-    """The top token of GPT-2's logit lens, and of the learner's, at each layer and position (batch 0)."""
+    """The top token of the logit lens, the reference's and the learner's, at each layer and position (batch 0):
+    GPT-2's on the prompt, and the small induction model's on [BOS, A, A] (`small_logit_lens`) where its vocabulary
+    is known."""
     if evidence.check.id != LOGIT_LENS:
         return {}
-    case = next(iter(evidence.cases))
+    small = evidence.small_model
+    drawn = {"logit_lens": lens_tops(evidence, PROMPT, evidence.prompt_tokens, evidence.token_strings)}
+    if small.get("lens_case") in evidence.cases and small.get("vocabulary"):
+        vocabulary = small["vocabulary"]
+
+        def strings(ids) -> list[str]:
+            return [vocabulary[int(i)] if 0 <= int(i) < len(vocabulary) else "?" for i in ids]
+
+        drawn["small_logit_lens"] = lens_tops(evidence, small["lens_case"], small.get("lens_tokens", []), strings)
+        drawn["small_logit_lens"] |= {"model": INDUCTION_MODEL} if drawn["small_logit_lens"] else {}
+    return {name: table for name, table in drawn.items() if table}
+
+
+def lens_tops(evidence, case: str, tokens: list[int], strings) -> dict:
+    """One case's lens table: the model, the input's tokens, the reference's top token at each layer and position,
+    and the learner's where its output has the expected shape; {} where the case is not there."""
+    expected = evidence.expected.get(case)
+    if expected is None or expected.ndim != 4:
+        return {}
 
     def tops(lens: np.ndarray) -> list[list[str]]:
-        return [evidence.token_strings(layer) for layer in lens[:, 0].argmax(-1)]
+        return [strings(layer) for layer in np.nan_to_num(lens[:, 0].astype(np.float64), nan=-np.inf).argmax(-1)]
 
     output = evidence.outcome.outputs.get(wire.OUTPUT.format(case=case))
-    expected = evidence.expected[case]
     yours = tops(output) if output is not None and output.shape == expected.shape else None
-    tokens = evidence.token_strings(evidence.prompt_tokens)
-    return {"logit_lens": {"model": evidence.reference_name, "tokens": tokens, "gpt2": tops(expected), "yours": yours}}
+    return {"model": evidence.reference_name, "tokens": strings(tokens), "gpt2": tops(expected), "yours": yours}
 
 
 def difference(evidence, case: str) -> dict:

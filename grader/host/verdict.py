@@ -69,6 +69,7 @@ class Evidence:
         self.inputs = reference.inputs(check.id) if check.watch_inputs else {}
         self.reference_param_counts = reference.meta["param_counts"]
         self.prompt_tokens = reference.meta.get("prompt_tokens", [])
+        self.small_model = reference.meta.get("small_model", {})  # its vocabulary's text, its lens case's tokens
         self._reference = reference
         self.reference_name = reference_name(reference.kind)
         # "GPT-2" is only ever the default; a check that compares with something else keeps its own words

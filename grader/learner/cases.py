@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-from dataclasses import replace
+from dataclasses import is_dataclass, replace
 from pathlib import Path
 
 from grader.learner.device import DeviceUnavailable, device_mixup, resolve_device
@@ -57,23 +57,38 @@ class CaseContext:
         return self.inputs.get_tensor(wire.EXTRA.format(case=self.case.name, name=name)).to(self.device)
 
     def module(self, cls):
-        """`cls(Config())` of the learner's package, loaded with this case's reference weights."""
+        """`cls(Config())` of the learner's package, loaded with this case's reference weights; at the case's
+        own config, with its own weights, where it names another model (`CaseSpec.config`)."""
         prefix = self.case.weights or ""
-        memo = (cls, prefix, tuple(self.case.overrides))
+        memo = (cls, prefix, tuple(self.case.overrides), tuple(sorted(self.case.config.items())))
         if memo not in self._built:
             self._built = {}  # one at a time: the whole model is large
             with SkipRandomFills() if self.target.fast_init else contextlib.nullcontext():
-                module = cls(self.package.config())
-            keys = {key[len(prefix) :]: key for key in self.weights.keys() if key.startswith(prefix)}
+                module = cls(self.config())
             overrides = set(self.case.overrides)
+            # Another model's parameters are all the case's own; GPT-2's are the weights file's under the prefix.
+            keys = {} if self.case.config else self._weights_under(prefix)
             sources = self.weights.sources({name: key for name, key in keys.items() if name not in overrides})
-            sources |= {name: self._override(name) for name in overrides & set(keys)}
+            sources |= {name: self._override(name) for name in overrides if self.case.config or name in keys}
             self.update_reply(
                 weights=load_weights(module, sources),
                 param_counts=counts_by_part((name, p.numel()) for name, p in module.named_parameters()),
             )
             self._built[memo] = module.to(self.device)  # loaded on the CPU, where the weights are read
         return self._built[memo]
+
+    def _weights_under(self, prefix: str) -> dict[str, str]:
+        """The weights file's keys under `prefix`, by the name of the parameter each is (the prefix left out)."""
+        return {key[len(prefix) :]: key for key in self.weights.keys() if key.startswith(prefix)}
+
+    def config(self):
+        """The learner's Config: GPT-2's, or the case's model's (its fields replaced; a dataclass is needed)."""
+        config = self.package.config()
+        if not self.case.config:
+            return config
+        if not is_dataclass(config):
+            raise TypeError("Config must be a dataclass: this case builds a smaller model with dataclasses.replace")
+        return replace(config, **self.case.config)
 
     def _override(self, name: str) -> Source:
         """A parameter's value this case replaces GPT-2's with (an input of the check's own)."""

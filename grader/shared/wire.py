@@ -113,6 +113,9 @@ class CaseSpec:
     hint: str = ""
     steps: list[str] = field(default_factory=list)
     mistakes: list[str] = field(default_factory=list)
+    # Config fields of another model than GPT-2 (the small induction model): the learner's modules are built at
+    # them, and every parameter is one of the case's overrides.
+    config: dict[str, int] = field(default_factory=dict)
 
 
 @message

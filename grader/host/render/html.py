@@ -168,7 +168,7 @@ def lens_section(data: dict, reference: str) -> str:
         )
         label = "final" if layer == len(data["gpt2"]) - 1 else f"before block {layer}"
         rows.append(f"<tr><th>{label}</th>{cells}</tr>")
-    note = f"<p>{escape(RANDOM_LENS_NOTE)}</p>" if who(data, reference) != "GPT-2" else ""
+    note = f"<p>{escape(RANDOM_LENS_NOTE)}</p>" if who(data, reference) == reference_name("random") else ""
     title = "<h3>logit lens: top token at each layer and position</h3>"
     return f'{title}{shows(data, reference)}{note}<table class="lens"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
 
@@ -310,6 +310,7 @@ SECTIONS = {
     "predictions": predictions_section,
     "difference": difference_section,
     "logit_lens": lens_section,
+    "small_logit_lens": lens_section,
     "loss_curve": curve_section,
     "head_scores": scores_section,
     "token_loss": token_loss_section,
