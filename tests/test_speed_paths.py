@@ -17,6 +17,7 @@ from conftest import write_variant
 from test_interp import MISTAKES as INTERP_MISTAKES
 from verdicts import NAMES, expected_statuses, verdicts
 
+from grader.checks import registry
 from grader.learner import server, weights
 from grader.shared import wire
 
@@ -43,10 +44,14 @@ def test_every_random_fill_is_skipped_and_only_those():
 
 
 def test_a_drivers_imports_are_warmed_before_the_fork(monkeypatch):
-    for name in ("grader.learner.drivers.training", *server.DRIVER_IMPORTS["grader.learner.drivers.training"]):
+    """The check's driver and what it declares it imports on first use (make_optimizer: torch._dynamo) are imported by
+    the fork server from the request, before the check's fork."""
+    check = next(check for check in registry() if check.id == "training.make_optimizer")
+    assert "torch._dynamo" in check.warm_imports
+    for name in ("grader.learner.drivers.training", *check.warm_imports):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    target = wire.TargetSpec("training", "make_optimizer", None, "grader.learner.drivers.training:groups")
-    request = wire.Request("", "", target, [], "", "", "", timeout=1.0, memory_bytes=0)
+    target = wire.TargetSpec("training", "make_optimizer", None, check.target.driver)
+    request = wire.Request("", "", target, [], "", "", "", 1.0, 0, warm_imports=list(check.warm_imports))
     server.warm_imports(request)
     assert {"grader.learner.drivers.training", "torch._dynamo"} <= set(sys.modules)
 
