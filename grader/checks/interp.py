@@ -49,8 +49,10 @@ def probed(cases: Callable[[Reference], list[Case]]) -> Callable[[Reference], li
     def with_probe(ref: Reference) -> list[Case]:
         import torch
 
-        tokens = torch.randint(0, ref.d_vocab, PROBE_SHAPE, generator=generator(ref, PROBE_SALT))
-        probe = {PROBE_TOKENS: tokens, PROBE_LOGITS: ref.logits(tokens)}
+        if PROBE_TOKENS not in ref.tokens:  # a token set of its own: its logits are computed once for the part
+            ref.tokens[PROBE_TOKENS] = torch.randint(0, ref.d_vocab, PROBE_SHAPE, generator=generator(ref, PROBE_SALT))
+        logits = ref.activations(PROBE_TOKENS)["unembed.hook_out"]
+        probe = {PROBE_TOKENS: ref.tokens[PROBE_TOKENS], PROBE_LOGITS: logits}
         return [replace(case, extra=case.extra | probe) for case in cases(ref)]
 
     return with_probe
