@@ -90,8 +90,8 @@ TIED_WITHIN_A_TOLERANCE = (
 
 def logit_lens_cases(ref: Reference) -> list[Case]:
     """GPT-2's lens on the prompt; then the small induction model's on [BOS, A, A], where even offline the lens shows
-    structure (the repeated half's tokens predicted from layer 1 on). Last: the probe that decides whether the check
-    runs on the learner's Transformer holds GPT-2's logits, and the first case decides."""
+    structure (the repeated half's tokens predicted from layer 1 on). GPT-2's case comes first: the first case decides
+    whether the check runs on the learner's Transformer, by the probe, which holds GPT-2's logits."""
     small = ref.induction_model()
     small.tokens.setdefault(SMALL_LENS, repeated_batch(small, "small")[:1])
     own_weights = {"overrides": small.parameters_of(""), "config": small.config_fields(), "hint": SMALL_ONLY}

@@ -105,21 +105,22 @@ def logit_lens_tops(evidence) -> dict:
     if evidence.check.id != LOGIT_LENS:
         return {}
     small = evidence.small_model
-    drawn = {"logit_lens": lens_tops(evidence, PROMPT, evidence.prompt_tokens, evidence.token_strings)}
+    gpt2 = lens_tops(evidence, PROMPT, evidence.prompt_tokens, evidence.token_strings, evidence.reference_name)
+    drawn = {"logit_lens": gpt2}
     if small.get("lens_case") in evidence.cases and small.get("vocabulary"):
         vocabulary = small["vocabulary"]
 
         def strings(ids) -> list[str]:
             return [vocabulary[int(i)] if 0 <= int(i) < len(vocabulary) else "?" for i in ids]
 
-        drawn["small_logit_lens"] = lens_tops(evidence, small["lens_case"], small.get("lens_tokens", []), strings)
-        drawn["small_logit_lens"] |= {"model": INDUCTION_MODEL} if drawn["small_logit_lens"] else {}
+        tokens = small.get("lens_tokens", [])
+        drawn["small_logit_lens"] = lens_tops(evidence, small["lens_case"], tokens, strings, INDUCTION_MODEL)
     return {name: table for name, table in drawn.items() if table}
 
 
-def lens_tops(evidence, case: str, tokens: list[int], strings) -> dict:
-    """One case's lens table: the model, the input's tokens, the reference's top token at each layer and position,
-    and the learner's where its output has the expected shape; {} where the case is not there."""
+def lens_tops(evidence, case: str, tokens: list[int], strings, model: str) -> dict:
+    """One case's lens table: the model it shows, the input's tokens, the reference's top token at each layer and
+    position, and the learner's where its output has the expected shape; {} where the case is not there."""
     expected = evidence.expected.get(case)
     if expected is None or expected.ndim != 4:
         return {}
@@ -129,7 +130,7 @@ def lens_tops(evidence, case: str, tokens: list[int], strings) -> dict:
 
     output = evidence.outcome.outputs.get(wire.OUTPUT.format(case=case))
     yours = tops(output) if output is not None and output.shape == expected.shape else None
-    return {"model": evidence.reference_name, "tokens": strings(tokens), "gpt2": tops(expected), "yours": yours}
+    return {"model": model, "tokens": strings(tokens), "gpt2": tops(expected), "yours": yours}
 
 
 def difference(evidence, case: str) -> dict:
