@@ -170,7 +170,8 @@ def one_run(checks_wanted: list[str]) -> tuple[dict[str, dict[str, float]], dict
     clock.around(pipeline, "judge", "judge", "judged", lambda check, outcome, reference: check.id)
     try:
         entered = time.monotonic()
-        with LearnerProcesses(Limits(), worker_command=command, checks=checks) as processes:
+        with LearnerProcesses(Limits(), worker_command=command) as processes:
+            processes.start_for(checks)  # as grade does once it has selected the checks
             reference = ensure_reference("auto", lambda message, fraction=None: None)
             overhead["reference cache opened"] = time.monotonic() - entered
             lane = processes.lane(lanes.GPT2_LANE)

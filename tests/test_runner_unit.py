@@ -251,12 +251,13 @@ def test_checks_run_in_two_lanes_where_forks_and_cores_allow(tmp_path, monkeypat
     ("nothing", {"gpt2"}),
 ])  # fmt: skip
 def test_entering_starts_the_workers_of_the_lanes_the_checks_will_use(tmp_path, monkeypatch, told, started):
-    """Told the checks, entering starts both workers where they will run in two lanes (both import torch while the
-    grader reads the reference), and only the first where they will not; told nothing, only the first."""
+    """Entering starts the first worker; told the checks, `start_for` the second where they will run in two lanes
+    (both import torch while the grader reads the reference), none more where they will not."""
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
     checks = {"both kinds": [toy("toy.a"), toy("toy.s", reads_gpt2=False)], "gpt2 only": [toy("toy.a"), toy("toy.b")]}
     steps = {"toy.a": answer()}
-    with LearnerProcesses(FORKS, fake_worker.command(tmp_path, steps), checks=checks.get(told)) as processes:
+    with LearnerProcesses(FORKS, fake_worker.command(tmp_path, steps)) as processes:
+        processes.start_for(checks.get(told, []))
         assert {name for name, lane in processes.lanes.items() if lane.worker is not None} == started
 
 

@@ -94,8 +94,13 @@ def top_tokens(evidence, logits: np.ndarray) -> list[str | None]:
     """The top token at each position; None where the logits hold a NaN (no token is on top)."""
     with np.errstate(invalid="ignore"):
         unordered = np.isnan(logits.astype(np.float64)).any(-1)
-    tops = evidence.token_strings(np.nan_to_num(logits.astype(np.float64), nan=-np.inf).argmax(-1))
+    tops = evidence.token_strings(top_ids(logits))
     return [None if nan else top for top, nan in zip(tops, unordered.tolist(), strict=True)]
+
+
+def top_ids(logits: np.ndarray) -> np.ndarray:
+    """The id on top along the last axis, whatever the logits' dtype; a NaN is never on top."""
+    return np.nan_to_num(logits.astype(np.float64), nan=-np.inf).argmax(-1)
 
 
 def logit_lens_tops(evidence) -> dict:
@@ -126,7 +131,7 @@ def lens_tops(evidence, case: str, tokens: list[int], strings, model: str) -> di
         return {}
 
     def tops(lens: np.ndarray) -> list[list[str]]:
-        return [strings(layer) for layer in np.nan_to_num(lens[:, 0].astype(np.float64), nan=-np.inf).argmax(-1)]
+        return [strings(layer) for layer in top_ids(lens[:, 0])]
 
     output = evidence.outcome.outputs.get(wire.OUTPUT.format(case=case))
     yours = tops(output) if output is not None and output.shape == expected.shape else None

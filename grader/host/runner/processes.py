@@ -19,20 +19,14 @@ from grader.host.runner.worker import LEARNER_COMMAND
 
 class LearnerProcesses:
     """A lane (a worker and its checks) for the checks that read GPT-2's data and, where they can run beside
-    it, one for those that do not. Entered, it starts the first lane's worker at once, and the second's where
-    the `checks` it is told of will run in two lanes: torch is imported while the grader reads the reference.
-    Each worker runs `worker_command`: the learner's process, or a stand-in that speaks the wire format (the
-    unit tier's tests/fake_worker.py)."""
+    it, one for those that do not. Entered, it starts the first lane's worker at once (`start_for` the second's,
+    once the checks are known): torch is imported while the grader reads the reference. Each worker runs
+    `worker_command`: the learner's process, or a stand-in that speaks the wire format (the unit tier's
+    tests/fake_worker.py)."""
 
-    def __init__(
-        self,
-        limits: Limits | None = None,
-        worker_command: tuple[str, ...] = LEARNER_COMMAND,
-        checks: list[Check] | None = None,
-    ):
+    def __init__(self, limits: Limits | None = None, worker_command: tuple[str, ...] = LEARNER_COMMAND):
         self.limits = (limits or Limits()).settled()
         self.worker_command = worker_command
-        self.expected = checks or []
         # A check's process may leave files the grader's user cannot remove (it ran as nobody, or was killed
         # mid-write): they are left to the system's temporary directory rather than fail the report.
         self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-", ignore_cleanup_errors=True)
@@ -40,7 +34,7 @@ class LearnerProcesses:
         self.lanes: dict[str, Lane] = {}
 
     def __enter__(self) -> LearnerProcesses:
-        self.start_for(self.expected)
+        self.start_for([])
         return self
 
     def start_for(self, checks: list[Check]) -> None:
