@@ -165,6 +165,19 @@ ALTERNATIVES = {  # name: (checks that must pass, {file: [(old, new)]})
             ]
         },
     ),
+    # A sampler relying on the context sample() gives it: the draws call it under inference mode as sample() does.
+    "sampling under sample()'s inference mode": (
+        ["sampling.basic"],
+        {
+            "sampling.py": [
+                (
+                    "return int(Categorical(logits=logits).sample())",
+                    "assert torch.is_inference_mode_enabled(), 'called outside sample()'\n"
+                    "        return int(Categorical(logits=logits).sample())",
+                )
+            ]
+        },
+    ),
     "top-k by masking": (
         ["sampling.top_k"],
         {
@@ -493,10 +506,9 @@ def test_distribution_checks_never_fail_the_solution(reference):
         with safe_open(str(reference.inputs_path(check_id)), "pt") as inputs:
             ctx = CaseContext(
                 package,
-                {"file": "sampling", "name": "TransformerSampler", "method": check.target.method},
+                wire.TargetSpec("sampling", "TransformerSampler", check.target.method, check.target.driver),
                 None,
                 inputs,
-                {},
             )
             for case in reference.cases(check_id):
                 ctx.start(case)

@@ -35,6 +35,7 @@ def call(ctx, args) -> torch.Tensor:
     return torch.as_tensor(learner_method(ctx, "TransformerSampler")(*map(plain, args)))
 
 
+@torch.inference_mode()  # as TransformerSampler.sample calls it; autograd's bookkeeping skipped, ~10% a draw
 def draw(ctx, args) -> torch.Tensor:
     """How often each token comes out of `draws` calls of a sampling method: counts (d_vocab,)."""
     method = learner_method(ctx, "TransformerSampler")
