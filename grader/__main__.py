@@ -1,5 +1,5 @@
 import sys
 
-from grader.host.cli import main
+from grader.host.main import main
 
 sys.exit(main())

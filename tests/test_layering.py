@@ -36,6 +36,20 @@ def test_the_graders_process_imports_neither_torch_nor_transformer_lens():
     assert found["heavy"] == []
 
 
+def test_grades_entry_point_imports_the_standard_library_alone_before_it_starts_the_worker():
+    """grader.host.main starts the first worker before importing the grader: nothing it imports before may be more
+    than the standard library and its two modules (with the leaf they read), or the worker waits for it."""
+    heavy = "{'grader', 'pydantic', 'rich', 'numpy', 'torch', 'safetensors', 'psutil'}"
+    code = (
+        f"import json, sys, grader.host.main; print(json.dumps([m for m in sys.modules if m.split('.')[0] in {heavy}]))"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    imported = set(json.loads(ran.stdout))
+    assert imported == {"grader", "grader.host", "grader.host.main", "grader.host.launch", "grader.shared",
+                        "grader.shared.paths"}, imported  # fmt: skip
+
+
 def test_the_import_contracts_hold():
     lint_imports = Path(sysconfig.get_path("scripts")) / "lint-imports"
     ran = subprocess.run(

@@ -17,6 +17,8 @@ from fake_worker import Step
 from safetensors.numpy import load_file, save_file
 
 from grader.checks import Check, Target
+from grader.host.launch import Started
+from grader.host.main import wants_grading
 from grader.host.refcache import ReferenceData
 from grader.host.runner import GPT2_LANE, STAND_IN_LANE, LearnerProcesses, Limits
 from grader.host.runner import lanes as lane_rules
@@ -152,7 +154,7 @@ def test_what_a_check_run_in_the_worker_prints_goes_to_the_log_not_the_answers(t
     with LearnerProcesses(NO_FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
         outcomes = processes.run(tmp_path, [toy("toy.a"), toy("toy.b")], reference(tmp_path, steps))
         processes.log.flush()
-        log = (Path(processes.scratch.name) / "learner.log").read_text()
+        log = (processes.scratch / "learner.log").read_text()
     assert summary(outcomes) == {"toy.a": ("answered", ""), "toy.b": ("answered", "")}
     assert [len(outcome.printed) for outcome in outcomes.values()] == [1, 1]  # the fake worker's identity line only
     assert "noise on stdout" in log
@@ -259,6 +261,40 @@ def test_entering_starts_the_workers_of_the_lanes_the_checks_will_use(tmp_path, 
     with LearnerProcesses(FORKS, fake_worker.command(tmp_path, steps)) as processes:
         processes.start_for(checks.get(told, []))
         assert {name for name, lane in processes.lanes.items() if lane.worker is not None} == started
+
+
+def test_the_worker_grade_started_early_is_the_first_lanes_and_its_checks_run_on_it(tmp_path):
+    """`grader.host.main` starts the first worker before importing the grader; the session adopts it, starts none of its
+    own for that lane, and ends it with the rest."""
+    started = Started(fake_worker.command(tmp_path, {"toy.a": answer()}))
+    early = started.process
+    with LearnerProcesses(FORKS, started=started) as processes:
+        assert processes.lanes[GPT2_LANE].worker.process is early
+        outcome = processes.run(tmp_path, [toy("toy.a")], reference(tmp_path, ["toy.a"]))["toy.a"]
+        assert (outcome.ending, pid(outcome)) == ("answered", early.pid)
+    assert early.poll() is not None and not Path(started.scratch.name).exists()
+
+
+def test_an_early_worker_nobody_adopted_is_ended_with_the_scratch(tmp_path):
+    """Arguments that turn out to ask for no grading (or to be wrong): `Started.close` ends the worker it started."""
+    started = Started(fake_worker.command(tmp_path, {}))
+    early = started.process
+    started.close()
+    started.close()  # once, whoever calls it first: the session, then grader.host.main
+    assert early.poll() is not None and not Path(started.scratch.name).exists()
+
+
+@pytest.mark.parametrize(("argv", "grading"), [
+    (["--solutions", "attention"], True),
+    ([], True),
+    (["--watch", "layernorm"], True),
+    (["--help"], False),
+    (["-h"], False),
+    (["--list"], False),
+    (["--download"], False),
+])  # fmt: skip
+def test_grade_starts_a_worker_early_only_where_the_arguments_grade(argv, grading):
+    assert wants_grading(argv) is grading
 
 
 def test_checks_with_warm_imports_run_in_the_lane_that_imported_them_first():

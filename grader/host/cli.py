@@ -9,11 +9,15 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from grader.host.refcache import Pause
 from grader.host.render import RENDERERS
 from grader.host.runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
 from grader.shared.paths import REPO_ROOT, default_exercises
+
+if TYPE_CHECKING:
+    from grader.host.launch import Started
+    from grader.host.refcache import Pause
 
 
 def add_timeout_option(p: argparse.ArgumentParser) -> None:
@@ -89,7 +93,8 @@ TERMINAL_MODES = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, started: Started | None = None) -> int:
+    """`grade`; `started`: what `grader.host.main` started before importing this (the first worker among it)."""
     args = parser().parse_args(argv)
     from grader.checks import listing, registry
 
@@ -103,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sandbox.become_subreaper()  # a learner process that outlives its worker still ends with the grading
     try:
-        with LearnerProcesses(limits_of(args)) as processes:  # its worker imports torch while the rest is read
+        with LearnerProcesses(limits_of(args), started=started) as processes:  # its worker imports torch meanwhile
             return selected_and_graded(args, processes)
     except KeyboardInterrupt:
         sandbox.end_descendants()  # the worker and the check it was running; a half-built cache entry is only staging

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from grader.checks import Check
+from grader.host.launch import LEARNER_COMMAND
 from grader.host.refcache import ReferenceData
 from grader.host.runner.replies import Outcome, outcome_of
 from grader.host.runner.request import Limits, request_for
 from grader.host.runner.scratch import scratch_filesystem
-from grader.host.runner.worker import LEARNER_COMMAND, OutOfStep, Worker, WorkerGone
+from grader.host.runner.worker import OutOfStep, Worker, WorkerGone
 from grader.shared import wire
 
 GRACE = 30.0  # a fork server answers for a hung check itself; this is for a hung fork server
@@ -38,10 +40,11 @@ class Lane:
         self.cancelled = False  # no more checks: the grading was interrupted
         self.requests = 0
 
-    def start(self) -> None:
-        """Start the worker now (it imports torch), so that it is ready by the first check."""
+    def start(self, process: subprocess.Popen | None = None) -> None:
+        """Start the worker now (it imports torch), so that it is ready by the first check; or adopt `process`, the
+        worker's command started earlier (`launch.Started`)."""
         if self.worker is None:
-            self.worker, self.ready = Worker(self.log, self.worker_command), False
+            self.worker, self.ready = Worker(self.log, self.worker_command, process), False
 
     def run(
         self, package: Path, checks: list[Check] | Schedule, reference: ReferenceData, on_outcome: OnOutcome = None

@@ -4,17 +4,16 @@ life: started on entering, paused while the reference is built, ended on leaving
 from __future__ import annotations
 
 import contextlib
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from grader.checks import Check
+from grader.host.launch import LEARNER_COMMAND, Started
 from grader.host.refcache import ReferenceData
 from grader.host.runner.lanes import GPT2_LANE, GRACE, STAND_IN_LANE, Lane, OnOutcome, Schedule, parallel
 from grader.host.runner.replies import Outcome
 from grader.host.runner.request import Limits
-from grader.host.runner.worker import LEARNER_COMMAND
 
 
 class LearnerProcesses:
@@ -24,13 +23,18 @@ class LearnerProcesses:
     `worker_command`: the learner's process, or a stand-in that speaks the wire format (the unit tier's
     tests/fake_worker.py)."""
 
-    def __init__(self, limits: Limits | None = None, worker_command: tuple[str, ...] = LEARNER_COMMAND):
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        worker_command: tuple[str, ...] = LEARNER_COMMAND,
+        started: Started | None = None,
+    ):
+        """`started`: the scratch, log and first worker that `grade` started before importing the grader
+        (`grader.host.main`); else the scratch and log are made here, and the first worker starts on entering."""
         self.limits = (limits or Limits()).settled()
-        self.worker_command = worker_command
-        # A check's process may leave files the grader's user cannot remove (it ran as nobody, or was killed
-        # mid-write): they are left to the system's temporary directory rather than fail the report.
-        self.scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-", ignore_cleanup_errors=True)
-        self.log = open(Path(self.scratch.name) / "learner.log", "w")  # what the workers print
+        self.started = started or Started(worker_command, worker=False)
+        self.worker_command = self.started.command
+        self.scratch, self.log = Path(self.started.scratch.name), self.started.log
         self.lanes: dict[str, Lane] = {}
 
     def __enter__(self) -> LearnerProcesses:
@@ -38,21 +42,23 @@ class LearnerProcesses:
         return self
 
     def start_for(self, checks: list[Check]) -> None:
-        """Start now the workers of the lanes `checks` will run in (the first lane's whatever the checks)."""
+        """Start now the workers of the lanes `checks` will run in (the first lane's whatever the checks; its
+        worker the one `grade` started early, where it did)."""
         for name in lane_names(checks, self.limits):
-            self.lane(name).start()
+            lane = self.lane(name)
+            if lane.worker is None:
+                lane.start(self.started.take_process() if name == GPT2_LANE else None)
 
     def __exit__(self, *exc) -> None:
         self.close()
 
     def close(self) -> None:
         self.stop()
-        self.log.close()
-        self.scratch.cleanup()
+        self.started.close()
 
     def lane(self, name: str) -> Lane:
         if name not in self.lanes:
-            self.lanes[name] = Lane(name, self.limits, Path(self.scratch.name), self.log, self.worker_command)
+            self.lanes[name] = Lane(name, self.limits, self.scratch, self.log, self.worker_command)
         return self.lanes[name]
 
     def stop(self) -> None:

@@ -4,28 +4,15 @@ read one answer a line, stopped."""
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
-import re
 import signal
 import subprocess
-import sys
 import threading
 
+from grader.host.launch import LEARNER_COMMAND, start_learner
 from grader.shared import wire
-from grader.shared.paths import REPO_ROOT
 
 STARTUP_LIMIT = 300.0  # seconds for a worker to import torch: a cold start on a slow laptop or Colab
-# What learner code must not read from its environment: the CI job's files (outputs, summaries)
-# and anything that looks like a credential.
-SECRET = re.compile(r"^(GITHUB_|ACTIONS_|RUNNER_)|TOKEN|SECRET|PASSWORD|CREDENTIAL|_KEY$", re.IGNORECASE)
-# The learner's process. Another command that speaks the wire format may stand in for it (the unit tier's
-# fake worker, tests/fake_worker.py): `LearnerProcesses(worker_command=...)`.
-LEARNER_COMMAND = (sys.executable, "-m", "grader.learner")
-
-
-def learner_environment() -> dict[str, str]:
-    return {key: value for key, value in os.environ.items() if not SECRET.search(key)}
 
 
 class WorkerGone(Exception):
@@ -42,16 +29,9 @@ class Worker:
     log); a thread reads the answers, so waiting for one with a limit works on every platform
     (select takes no pipes on Windows)."""
 
-    def __init__(self, log, command: tuple[str, ...] = LEARNER_COMMAND):
-        self.process = subprocess.Popen(
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            cwd=REPO_ROOT,
-            text=True,
-            env=learner_environment(),
-        )
+    def __init__(self, log, command: tuple[str, ...] = LEARNER_COMMAND, process: subprocess.Popen | None = None):
+        """A learner's process started now, or `process`, started early (`launch.Started`) by the same command."""
+        self.process = process or start_learner(command, log)
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read_answers, daemon=True).start()
 
