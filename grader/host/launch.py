@@ -7,6 +7,7 @@ starts the first worker before it imports the rest of the grader.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -41,6 +42,17 @@ def start_learner(command: tuple[str, ...], log) -> subprocess.Popen:
     )
 
 
+def end_learner(process: subprocess.Popen) -> None:
+    """The learner's process killed if it still runs, waited for, and its pipes closed."""
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    for stream in (process.stdin, process.stdout):
+        with contextlib.suppress(OSError):  # BrokenPipeError among them
+            if stream:
+                stream.close()
+
+
 class Started:
     """What a grading session starts with: its scratch directory, its log and (`worker`) its first learner's
     process, started at once. `LearnerProcesses` uses them, taking the process for its first lane; `close` ends
@@ -61,11 +73,7 @@ class Started:
 
     def close(self) -> None:
         if self.process is not None:  # never taken: the arguments asked for no grading after all, or were wrong
-            self.process.kill()
-            self.process.wait()
-            for stream in (self.process.stdin, self.process.stdout):
-                if stream:
-                    stream.close()
+            end_learner(self.process)
             self.process = None
         self.log.close()
         self.scratch.cleanup()

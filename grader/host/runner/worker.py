@@ -3,13 +3,12 @@ read one answer a line, stopped."""
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import signal
 import subprocess
 import threading
 
-from grader.host.launch import LEARNER_COMMAND, start_learner
+from grader.host.launch import LEARNER_COMMAND, end_learner, start_learner
 from grader.shared import wire
 
 STARTUP_LIMIT = 300.0  # seconds for a worker to import torch: a cold start on a slow laptop or Colab
@@ -87,10 +86,4 @@ class Worker:
         return f"the learner's process exited with code {code}"
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            with contextlib.suppress(OSError):  # BrokenPipeError among them
-                if stream:
-                    stream.close()
+        end_learner(self.process)
