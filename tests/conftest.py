@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.host.main import wants_grading
 from grader.host.results import Report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -275,13 +276,10 @@ def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base
     return package
 
 
-BUILDS_NOTHING = {"--download", "--list", "--help"}  # grade's options that read no reference
-
-
 def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The `grade` command as a learner runs it; one that grades waits for the session's reference (never built
     twice)."""
-    if not BUILDS_NOTHING & set(args):
+    if wants_grading(list(args)):  # else it reads no reference
         test = SESSION.current
         if test is not None and not reference_need(test):
             raise AssertionError(
