@@ -10,6 +10,8 @@ TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 ARGS ?=
 PYTEST_ARGS ?=
+# make test's pytest workers (pytest-xdist), which share one reference build; 0 runs the tests in one process.
+TEST_WORKERS ?= 2
 
 # The instructor's tools (the `instructor` extra). None of them writes exercises/; `make stubs` does:
 # it regenerates exercises/ from solutions/, overwriting the stubs there.
@@ -39,14 +41,14 @@ train: $(VENV)/.installed
 
 # `make test`: the quick suite (a few minutes); `make test-all` adds the tests marked slow.
 test: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)
-	$(PY) -m pytest -m "not slow and not stress" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow and not stress" $(PYTEST_ARGS)
 
 # `make test-unit`: the unit tier alone (tests/test_*_unit.py; seconds, no torch, no learner's process).
 test-unit: $(VENV)/.installed-$(TEST_EXTRA)
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
 test-all: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)
-	$(PY) -m pytest -m "not stress" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not stress" $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(PY) -m ruff format --check .

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from grader.host.main import wants_grading
 from grader.host.results import Report
@@ -27,16 +29,32 @@ CACHE_KEYS = ("GPT2_GRADER_CACHE", "HF_HUB_CACHE", "HF_HUB_OFFLINE")
 
 class Session:
     """What every test of a session shares: a fresh grader cache and an empty Hugging Face cache (for every test
-    and subprocess), and the random reference, built in the background as soon as the tests are known."""
+    and subprocess), and the random reference, built in the background as soon as the tests are known.
+
+    Under pytest-xdist (`make test` runs two workers) the controller makes the root and every worker shares it:
+    the reference is built once (the grader's own build lock: the other worker waits for it and reads it), and each
+    worker grades its share of solutions/ and exercises/ ahead, for both (`ReferenceBuild.grade_ahead`)."""
 
     def __init__(self):
-        self.root = Path(tempfile.mkdtemp(prefix="gpt2-grader-tests-"))
+        self.root: Path | None = None
+        self.owner = False  # this process made the root and removes it at the end
+        self.worker, self.workers = 0, 1  # this process's index among the xdist workers, and their number
         self.saved = {key: os.environ.get(key) for key in CACHE_KEYS}
         self.build: ReferenceBuild | None = None
         self.variants: dict[Path, Path] = {}  # each package write_variant wrote: the package it copied
         self.variants_checked = 0  # reports of those packages the where invariant was checked on
-        self.where_violations: list[tuple[str, str]] = []  # (the test that graded it, what broke the invariant)
         self.current = None  # the test being run (pytest's item)
+
+    def configure(self, config) -> None:
+        shared = getattr(config, "workerinput", {}).get(ROOT_KEY)
+        if shared is None:
+            self.root, self.owner = Path(tempfile.mkdtemp(prefix="gpt2-grader-tests-")), True
+        else:
+            self.root = Path(shared)
+            self.worker, self.workers = (
+                int(config.workerinput["workerid"].removeprefix("gw")),
+                config.workerinput["workercount"],
+            )
 
     def isolate(self) -> None:
         grader, hub = self.root / "grader", self.root / "hf-empty"
@@ -52,12 +70,17 @@ class Session:
         return self.build.result()
 
     def graded_ahead(self, package: Path) -> Report | None:
-        """The full grading of solutions/ or exercises/ the build's thread did once the reference was built, or
-        None (a selection too small to ask for it, or it failed: the `grade` fixture then grades, and fails, itself)."""
+        """The full grading of solutions/ or exercises/ a build's thread did once the reference was built (this
+        worker's, or another's, waited for), or None (a selection too small to ask for it, or it failed: the
+        `grade` fixture then grades, and fails, itself)."""
         if self.build is None or not self.build.ahead:
             return None
-        self.build.join_ahead()
-        return self.build.graded.get(package)
+        if package in self.build.packages:
+            self.build.join_ahead()
+            return self.build.graded.get(package)
+        with ahead_lock(package):  # held by the worker grading it until its report is written
+            saved = ahead_file(package)
+            return pickle.loads(saved.read_bytes()) if saved.exists() else None
 
     def end(self) -> None:
         if self.build is not None:
@@ -67,22 +90,43 @@ class Session:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self.owner:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+ROOT_KEY = "gpt2_grader_tests_root"  # the shared root, in each xdist worker's workerinput
+AHEAD = (SOLUTIONS, EXERCISES)  # the packages graded in full ahead, shared out among the workers
+
+
+def ahead_file(package: Path) -> Path:
+    return SESSION.root / f"ahead-{package.name}.pickle"
+
+
+def ahead_lock(package: Path) -> FileLock:
+    return FileLock(SESSION.root / f"ahead-{package.name}.lock", thread_local=False)
 
 
 class ReferenceBuild(threading.Thread):
     """The builder is a process of its own, so the tests that need no reference run meanwhile on the other core.
 
-    With `ahead`, the thread then grades solutions/ and exercises/ at every check, on workers of its own under the
-    default limits, for the `grade` fixture: the core the builder leaves does it while the tests go on, rather than
-    the first test that asks for it."""
+    With `ahead`, the thread then grades this worker's share of solutions/ and exercises/ at every check, on workers
+    of its own under the default limits, for the `grade` fixture: the core the builder leaves does it while the tests
+    go on, rather than the first test that asks for it. Each report is written to the shared root for the other
+    workers, under a lock taken before the thread starts, so that they wait for it rather than grade it again."""
 
     def __init__(self, ahead: bool = False):
         super().__init__(daemon=True)
         self.data, self.error = None, None
         self.ahead = ahead
+        self.packages = AHEAD[SESSION.worker :: SESSION.workers] if ahead else ()
+        self.locks = [ahead_lock(package) for package in self.packages]
         self.reference_ready = threading.Event()
         self.graded: dict[Path, Report] = {}
+
+    def start(self) -> None:
+        for lock in self.locks:
+            lock.acquire()
+        super().start()
 
     def run(self):
         from grader.host.refcache import ensure_reference
@@ -93,8 +137,12 @@ class ReferenceBuild(threading.Thread):
             self.error = error
         finally:
             self.reference_ready.set()
-        if self.ahead and self.error is None:
-            self.grade_ahead()
+        try:
+            if self.ahead and self.error is None:
+                self.grade_ahead()
+        finally:
+            for lock in self.locks:
+                lock.release()
 
     def grade_ahead(self) -> None:
         from grader.checks import select
@@ -106,8 +154,11 @@ class ReferenceBuild(threading.Thread):
             return
         try:
             with LearnerProcesses(limits) as processes:
-                for package in (SOLUTIONS, EXERCISES):
+                for package in self.packages:
                     self.graded[package] = grade_package(package, select(()), self.data, processes=processes)
+                    written = ahead_file(package).with_suffix(".partial")
+                    written.write_bytes(pickle.dumps(self.graded[package]))
+                    written.rename(ahead_file(package))
         except Exception:  # the fixture grades what is missing itself, where a failure has its test
             pass
 
@@ -124,12 +175,18 @@ class ReferenceBuild(threading.Thread):
 SESSION = Session()
 
 
+def pytest_configure(config):
+    SESSION.configure(config)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's, in the controller: every worker shares its root
+def pytest_configure_node(node):
+    node.workerinput[ROOT_KEY] = str(SESSION.root)
+
+
 def pytest_sessionstart(session):
     SESSION.isolate()
 
-
-# Asserts what every grading of a variant found, so it runs after them all.
-WHERE_INVARIANT = "test_where_invariant.py::test_every_variant_graded_in_this_session_keeps_the_where_invariant"
 
 # The unit tier (`make test-unit`, `pytest -m unit`): the files named test_*_unit.py, every test of them marked
 # `unit` and none elsewhere; no torch, no worker, no reference. Under `-m unit` no other file is even imported.
@@ -149,7 +206,7 @@ def pytest_ignore_collect(collection_path, config):
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected: a selection that needs no reference builds none
 def pytest_collection_modifyitems(config, items):
-    """The tests that need no reference first: they run while it is built; the where invariant's last."""
+    """The tests that need no reference first: they run while it is built."""
     misplaced = [item.nodeid for item in items if in_unit_file(item) != bool(item.get_closest_marker("unit"))]
     if misplaced:
         raise pytest.UsageError(
@@ -158,7 +215,6 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=reference_need)
     if items and reference_need(items[-1]) and not config.option.collectonly:
         SESSION.start_building(ahead=sum("grade" in item.fixturenames for item in items) >= GRADED_AHEAD_FROM)
-    items.sort(key=lambda item: item.nodeid.endswith(WHERE_INVARIANT))
 
 
 # A selection with this many tests that grade (a tier, not a file or two) has solutions/ and exercises/ graded in
@@ -238,17 +294,18 @@ def grade(reference):
 
 
 def keeping_the_where_invariant(report: Report, package: Path, reference) -> Report:
-    """The report, once what it says of a variant is checked against the where invariant (test_where_invariant)."""
+    """The report, once what it says of a variant is checked against the where invariant (test_where_invariant): the
+    test that graded it fails where it does not hold, unless test_where_invariant.EXEMPT names that test."""
     if package in SESSION.variants:
-        from test_where_invariant import where_invariant
+        from test_where_invariant import EXEMPT, where_invariant
 
         def steps_of(check_id: str) -> set[str]:
             return {label for case in reference.cases(check_id) for label in case.steps}
 
-        test = os.environ.get("PYTEST_CURRENT_TEST", "").removesuffix(" (call)")
         found = where_invariant(report, package, SESSION.variants[package], steps_of)
-        SESSION.where_violations += [(test, problem) for problem in found]
         SESSION.variants_checked += 1
+        if found and SESSION.current.nodeid not in EXEMPT:
+            pytest.fail("the where invariant (tests/test_where_invariant.py) is broken:\n" + "\n".join(found))
     return report
 
 

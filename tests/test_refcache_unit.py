@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import socket
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -373,6 +374,36 @@ def test_random_requested_is_built_offline_once_then_read(monkeypatch, tmp_path)
     assert ensure_reference("random", stand.progress, root=tmp_path).kind == "random"
     assert ensure_reference("random", stand.progress, root=tmp_path).kind == "random"
     assert (stand.built, stand.asked_hub) == ([("random", True)], 0)
+
+
+def test_two_graders_on_a_cold_cache_build_once_the_second_waiting_for_the_first(monkeypatch, tmp_path):
+    stand = Stand(monkeypatch, in_hf_cache=False, hub=False)
+    first_building, first_may_finish = threading.Event(), threading.Event()
+
+    def slow_build(*args):
+        first_building.set()
+        assert first_may_finish.wait(10)
+        return stand.build(*args)
+
+    monkeypatch.setattr(refcache, "build_entry", slow_build)
+    kinds: list[str] = []
+    graders = [threading.Thread(target=lambda: kinds.append(ensure_reference("random", stand.progress, tmp_path).kind))]
+    graders[0].start()
+    assert first_building.wait(10)
+    graders.append(
+        threading.Thread(target=lambda: kinds.append(ensure_reference("random", stand.progress, tmp_path).kind))
+    )
+    graders[1].start()
+    waiting = f"another grader is building the reference at {refcache.entry_dir(tmp_path, 'random', 0)}; waiting for it"
+    for _ in range(1000):  # the second grader says it waits, then waits: the first has not finished
+        if stand.said:
+            break
+        graders[1].join(0.01)
+    assert stand.said == [waiting] and graders[1].is_alive()
+    first_may_finish.set()
+    for grader in graders:
+        grader.join(10)
+    assert (kinds, stand.built) == (["random", "random"], [("random", True)])
 
 
 def test_an_unwritable_cache_builds_in_a_temporary_one_for_this_run(monkeypatch, tmp_path):

@@ -5,7 +5,7 @@ result's file and line, where GitHub's annotation lands) lies in a file the vari
 it edited where the edit is inside one; or the where says it cannot locate the difference. A where names no
 tensor that neither the reference's steps nor the variant's code names, and every max abs diff a message
 gives is the table's. The `grade` fixture checks each such report as it is graded (conftest's
-`where_invariant`); the last test of the session asserts that no report broke it.
+`keeping_the_where_invariant`), and the test that graded it fails where it does not hold.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import SESSION
+from conftest import SESSION, write_variant
 
 from grader.host.results import CheckResult, Report
 
@@ -212,9 +212,8 @@ def test_a_message_number_that_is_not_the_tables_is_a_violation(variant):
 # --- over the session ------------------------------------------------------------------------------------
 
 
-def test_every_variant_graded_in_this_session_keeps_the_where_invariant():
-    """Runs last (conftest orders it so): by then every variant the session graded has been checked."""
-    if not SESSION.variants_checked:
-        pytest.skip("no written-wrong variant was graded in this session")
-    kept = [f"{test}: {problem}" for test, problem in SESSION.where_violations if test not in EXEMPT]
-    assert kept == [], "\n".join(kept)
+def test_the_grade_fixture_checks_every_variant_it_grades(grade, tmp_path):
+    checked = SESSION.variants_checked
+    package = write_variant(tmp_path, {"embedding.py": [("return self.W_E[tokens]", "return self.W_E[tokens] * 2")]})
+    assert grade(package, "embed").checks[0].status == "fail"
+    assert SESSION.variants_checked == checked + 1

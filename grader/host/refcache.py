@@ -2,8 +2,9 @@
 
 An entry is a directory of safetensors files plus meta.json, named by the reference kind and a
 hash of the code that defines the cases, so a changed check invalidates it. Entries are built in a
-separate process (`grader.builder.reference`) into a temporary directory and renamed into place, so two
-graders building at once cannot leave a half-written entry.
+separate process (`grader.builder.reference`) into a temporary directory and renamed into place, so no grader
+reads a half-written entry; and under a lock file beside it, so two graders started together on a cold cache (two
+terminals, a batch, the test suite's workers) build it once: the second waits for the first and reads its entry.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from filelock import FileLock, Timeout
 from pydantic import TypeAdapter
 
 from grader import __version__
@@ -385,5 +387,24 @@ def _cached_or_built(
             shutil.rmtree(directory, ignore_errors=True)
     if not build:
         raise ReferenceUnavailable(UNREACHABLE.format(hub=hf_hub_cache()))
-    with pause():
-        return build_entry(root, kind, seed, offline, progress)
+    with building(directory, progress):
+        if directory.exists():  # another grader built it while this one waited
+            return read_entry(directory, kind)
+        with pause():
+            return build_entry(root, kind, seed, offline, progress)
+
+
+@contextlib.contextmanager
+def building(directory: Path, progress: Progress):
+    """Held while the entry at `directory` is built: one grader builds it, any other waits here (and says so)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(directory.parent / f".{directory.name}.lock", thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        progress(f"another grader is building the reference at {directory}; waiting for it")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
