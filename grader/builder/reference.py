@@ -55,23 +55,13 @@ def write_random_hub(hub: Path) -> None:
     """A Hugging Face cache holding a seeded random GPT-2 small, written atomically."""
     import tempfile
 
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config
 
     hub.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=hub, prefix=".staging-"))
     snapshot = random_hub_snapshot(staging)
     snapshot.mkdir(parents=True)
-    torch.manual_seed(MODEL_SEED)
-    model = GPT2LMHeadModel(GPT2Config(n_ctx=1024))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            # No parameter may sit at an identity value, or a forgotten term would still pass.
-            if name.endswith("bias"):
-                param.normal_(0.0, 0.05)
-            elif "ln_" in name:
-                param.normal_(1.0, 0.2)
-    model.save_pretrained(snapshot)
+    random_gpt2(GPT2Config(n_ctx=1024)).save_pretrained(snapshot)
     offline_tokenizer().save_pretrained(snapshot)
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text(SNAPSHOT)
@@ -82,6 +72,32 @@ def write_random_hub(hub: Path) -> None:
         shutil.rmtree(target)
     (staging / f"models--{MODEL_NAME}").rename(target)
     staging.rmdir()
+
+
+def random_gpt2(config):
+    """GPT-2 small with seeded random weights, each drawn once. The modules are made on the meta device, so neither
+    torch's initialisation nor transformers' runs (two passes over 124M parameters, the draws then thrown away)."""
+    import math
+
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    with torch.device("meta"):
+        model = GPT2LMHeadModel(config)
+    model.to_empty(device="cpu")
+    model.tie_weights()  # the unembedding is the embedding again, as GPT-2's is
+    torch.manual_seed(MODEL_SEED)
+    residual_std = 0.02 / math.sqrt(2 * config.n_layer)  # GPT-2's own scale for the projections into the residual
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            # No parameter may sit at an identity value, or a forgotten term would still pass.
+            if name.endswith("bias"):
+                param.normal_(0.0, 0.05)
+            elif "ln_" in name:
+                param.normal_(1.0, 0.2)
+            else:
+                param.normal_(0.0, residual_std if name.endswith("c_proj.weight") else 0.02)
+    return model
 
 
 # --- the loaded reference, as the checks see it -------------------------------------------------
