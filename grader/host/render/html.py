@@ -81,9 +81,11 @@ def head_grid(data: dict, reference: str) -> Figure:
         rows += [("yours", data["yours"], "viridis", 1.0)]
         rows += [("|yours - reference|", data["difference"], "magma", max(largest, SMALLEST_SCALE))]
     heads = len(data["gpt2"])
-    figure = Figure(figsize=(1.6 * heads + 1.5, 1.7 * len(rows) + 1.2), layout="constrained")
+    figure = Figure(figsize=(1.6 * heads + 1.5, 1.35 * len(rows) + 1.0))
     figure.suptitle(f"attention patterns by head on {data['case']} ({who(data, reference)}; batch 0)")
-    grid = figure.subplots(len(rows), heads, squeeze=False)
+    # Fixed spacing, not matplotlib's constrained layout (which took 40% of the drawing here): only the outer axes
+    # carry labels, and savefig's tight bounding box makes room for them.
+    grid = figure.subplots(len(rows), heads, squeeze=False, gridspec_kw={"wspace": 0.06, "hspace": 0.12})
     for row, (label, patterns, colours, top) in enumerate(rows):
         for head, axes in enumerate(grid[row]):
             shown = axes.imshow(patterns[head], vmin=0.0, vmax=top, cmap=colours, interpolation="nearest")
