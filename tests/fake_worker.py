@@ -60,6 +60,7 @@ class Step:
     printed: str = ""  # what the check printed: in the answer where checks run in forks, else on stdout (the log)
     printed_beyond: int = 0  # bytes the fork server counted beyond what it kept
     stray: list[str] = field(default_factory=list)  # lines written on the answer channel before the answer
+    again: dict = field(default_factory=dict)  # a second round's request (round 1): these fields instead
 
 
 def command(directory: Path, checks: dict[str, Step], start: str = "ready") -> tuple[str, ...]:
@@ -170,6 +171,8 @@ def main(script_path: str) -> None:
     for line in sys.stdin:
         request = wire.parse_request(line)
         step = Step(**script["checks"].get(request.check, unscripted | {"error": f"no step for {request.check}"}))
+        if request.round:
+            step = Step(**(asdict(step) | step.again))
         answers.write(perform(step, request, answers).to_json() + "\n")
         answers.flush()
 

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from grader.checks import beam, registry, sampling
-from grader.host.runner import MAX_OUTPUTS_BYTES, Outcome, read_outputs
+from grader.host.runner import MAX_OUTPUTS_BYTES, Outcome, read_outputs, rounds
 from grader.host.runner.replies import outcome_of
 from grader.shared import wire
 from grader.shared.types import Tolerance
@@ -233,17 +233,37 @@ PROBABILITIES = np.array([0.5, 0.25, 0.25, 0.0])
     ("counts", "reason"),
     [
         (np.full(4, np.nan), "not whole numbers"),
-        (np.zeros(4), "add up to 0 draws, not 4000"),
+        (np.zeros(4), "add up to 0 draws, not 2000 (or 4000 over two rounds)"),
         (np.array([2000.0, 1000.0, 1000.0, -0.0]) * 2, "add up to 8000 draws"),
         (np.array([2000.5, 999.5, 1000.0, 0.0]), "not whole numbers"),
         (np.array([4000.0, 1000.0, 1000.0, -2000.0]), "not whole numbers"),
         (np.array([np.inf, 0.0, 0.0, 0.0]), "not whole numbers"),
     ],
-    ids=["NaN", "all zero", "twice the draws", "fractions", "negative", "inf"],
+    ids=["NaN", "all zero", "twice both rounds", "fractions", "negative", "inf"],
 )
 def test_counts_must_be_the_counts_of_the_draws(counts, reason):
     comparison = sampling.frequencies(counts, PROBABILITIES, Tolerance())
     assert not comparison.ok and reason in comparison.message, comparison.message
+
+
+@pytest.mark.parametrize(
+    ("counts", "again"),
+    [
+        (PROBABILITIES * sampling.DRAWS, False),  # settled: exactly the distribution
+        (np.array([0.6, 0.2, 0.2, 0.0]) * sampling.DRAWS, True),  # 0.1 off: a second round
+        (np.array([0.5, 0.25, 0.2, 0.05]) * sampling.DRAWS, False),  # a token of probability 0: it fails now
+        (PROBABILITIES * 2 * sampling.DRAWS, False),  # not one round's counts: judged as they are
+        (np.full(4, np.nan), False),
+        (np.array([1000, 500, 500, 0], np.int64), False),
+        (np.array([True, False, False, False]), False),
+        (np.array([1000, 500, 500, 0], np.complex64), False),
+        (np.array(2000.0), False),
+        (np.array([1e308, -1e308, np.inf, 0.0]), False),
+    ],
+    ids=["settled", "undecided", "impossible token", "two rounds", "NaN", "int64", "bool", "complex", "0-d", "huge"],
+)
+def test_only_valid_undecided_counts_are_drawn_again(counts, again):
+    assert sampling.draws_again(counts, PROBABILITIES) is again
 
 
 def test_without_that_check_nan_or_zero_counts_pass(monkeypatch):
@@ -609,7 +629,7 @@ def any_reply_ends_in_a_report(check, data, reference, draw: bool) -> None:
             (scratch / wire.OUTPUTS_FILE).write_bytes(raw_outputs)
         tracemalloc.start()  # while the grader reads and judges what the check left
         try:
-            outcome = judged.outcome(scratch, wire.WorkerAnswer("answered"))
+            outcome = in_rounds(check, judged.outcome(scratch, wire.WorkerAnswer("answered")), reference)
             result = judge(check, outcome, reference)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
@@ -625,6 +645,13 @@ def any_reply_ends_in_a_report(check, data, reference, draw: bool) -> None:
             passes and passes(outcome.outputs[wire.OUTPUT.format(case=case)], judged.expected[case])
         ), (raw_reply, outcome.outputs)
     assert peak < MAX_OUTPUTS_BYTES + 4 * judged.expected_bytes + MEMORY_SLACK, peak / MB
+
+
+def in_rounds(check, outcome: Outcome, reference) -> Outcome:
+    """The outcome as a lane makes it of a check that draws again (Check.draws_again): the same reply taken as the
+    second round of every case the first leaves undecided."""
+    again = rounds.undecided(check, outcome, reference.cases(check.id), reference)
+    return rounds.summed(outcome, outcome, again) if again else outcome
 
 
 # --- the HTML report's figures, on any learner output -------------------------------------------------------------

@@ -347,3 +347,80 @@ def test_the_verdict_of_each_ending(tmp_path):
     }
     assert results["toy.wrong"].max_abs_diff == pytest.approx(1.0)
     assert STATUS_OF_ENDING == {"timeout": "timeout", "crashed": "error", "memory": "error"}
+
+
+# --- a second round of draws (Check.draws_again, runner.rounds) -----------------------------------------------------
+
+
+def drawn_toy(check_id: str) -> Check:
+    """A toy that counts draws: a case is drawn again where its first output's first value is not the expected's."""
+    return replace(toy(check_id), draws_again=lambda counts, expected: bool(counts.flat[0] != expected.flat[0]))
+
+
+def graded_in_rounds(tmp_path: Path, steps: dict[str, Step], checks: list[Check]) -> dict:
+    expected = {}
+    for check in checks:
+        expected[wire.EXPECTED.format(check=check.id, case="small")] = np.array(SMALL, np.float32)
+        expected[wire.EXPECTED.format(check=check.id, case="big")] = np.array(BIG, np.float32)
+    with LearnerProcesses(FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
+        return processes.run(tmp_path, checks, reference(tmp_path, [check.id for check in checks], expected))
+
+
+def output(outcome, case: str) -> list:
+    return outcome.outputs[wire.OUTPUT.format(case=case)].tolist()
+
+
+OFF = [9.0, -0.25, 8.0]  # the big case's first round, undecided: its first value is not the expected 0.5
+
+
+def test_only_the_undecided_cases_are_drawn_again_and_their_counts_summed(tmp_path):
+    again = {"outputs": {"big": [1.0, 2.0, 3.0]}}
+    steps = {"toy.draws": answer(outputs={"small": SMALL, "big": OFF}, again=again)}
+    outcome = graded_in_rounds(tmp_path, steps, [drawn_toy("toy.draws")])["toy.draws"]
+    assert (outcome.ending, output(outcome, "small"), output(outcome, "big")) == ("answered", SMALL, [10.0, 1.75, 11.0])
+    assert len(outcome.printed) == 2  # each round's process printed its identity: two requests
+
+
+def test_settled_cases_and_checks_without_rounds_are_asked_once(tmp_path):
+    asked_twice = {"status": "error", "error": "asked twice", "outputs": {}}
+    steps = {
+        "toy.settled": answer(again=asked_twice),
+        "toy.plain": answer(outputs={"small": SMALL, "big": OFF}, again=asked_twice),
+    }
+    outcomes = graded_in_rounds(tmp_path, steps, [drawn_toy("toy.settled"), toy("toy.plain")])
+    assert [output(outcomes[check], "big") for check in steps] == [BIG, OFF]
+    assert [len(outcomes[check].printed) for check in steps] == [1, 1]
+
+
+def test_a_first_round_that_failed_is_not_drawn_again(tmp_path):
+    steps = {"toy.draws": answer(status="error", error="a bug", again={"outputs": {"small": SMALL, "big": BIG}})}
+    outcome = graded_in_rounds(tmp_path, steps, [drawn_toy("toy.draws")])["toy.draws"]
+    assert (outcome.reply.status, outcome.reply.error, len(outcome.printed)) == ("error", "a bug", 1)
+
+
+@pytest.mark.parametrize(
+    ("again", "ending", "status", "said"),
+    [
+        (
+            {"do": "end", "ending": "timeout", "reason": "no answer within 60 s"},
+            "timeout",
+            None,
+            "no answer within 60 s",
+        ),
+        (
+            {"status": "error", "error": "ValueError: no more", "outputs": {}},
+            "answered",
+            "error",
+            "ValueError: no more",
+        ),
+        ({"outputs": {"big": [1.0, 2.0]}}, "answered", "ran", "counts of shape (2,) in its second"),
+        ({"outputs": {}}, "crashed", None, "gave no output for big"),
+        ({"outputs": {"small": SMALL, "big": BIG}}, "crashed", None, "names outputs that were not asked for"),
+    ],
+    ids=["timeout", "error", "another shape", "no counts", "cases not asked for"],
+)
+def test_a_second_round_that_fails_is_the_checks_failure(tmp_path, again, ending, status, said):
+    steps = {"toy.draws": answer(outputs={"small": SMALL, "big": OFF}, again=again)}
+    outcome = graded_in_rounds(tmp_path, steps, [drawn_toy("toy.draws")])["toy.draws"]
+    problem = outcome.reply.bad_output.problem if outcome.reply.bad_output else outcome.message
+    assert (outcome.ending, status is None or outcome.reply.status == status, said in problem) == (ending, True, True)

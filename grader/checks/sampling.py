@@ -9,15 +9,19 @@ Known mistakes, as in every part: each case lists what each classic mistake outp
 the mistakes that answer there, and differently from the right answer), and an output that fails
 is named by the mistake it fits, as the check's own comparison judges (`grader.host.verdict.diagnose`).
 
-Distributions, without flakiness: a sampling method is called DRAWS times on fixed logits and its
-counts are compared with the exact truncated, renormalised distribution. A token of probability 0
-must never come out. Every other token's frequency must lie within eps of its probability, where
-by Hoeffding's inequality and a union bound over the n tokens of the support,
-P(some |frequency - p| > eps) <= 2 n exp(-2 DRAWS eps^2); eps is set so this is
-FALSE_FAILURE_PER_CASE. With 6 such cases a correct sampler fails a run with probability below
-1e-7. Each known mistake moves some probability by more than 2 eps or puts mass where there is
-none (the tests check this), so it is missed with probability below 1e-8 as well. The learner's
-process also seeds torch before each case: a given sampler gets the same verdict every run.
+Distributions, without flakiness: a sampling method is called on fixed logits, DRAWS times a round, and its
+counts are compared with the exact truncated, renormalised distribution. A token of probability 0 must never come
+out. Every other token's frequency must lie within eps of its probability, where by Hoeffding's inequality and a
+union bound over the n tokens of the support, P(some |frequency - p| > eps) <= 2 n exp(-2 N eps^2) for N draws; eps
+is set so this is FALSE_FAILURE_PER_CASE. Each known mistake moves some probability by more than 2 eps(2 DRAWS) or
+puts mass where there is none (the tests check this). A case whose first round is within SETTLED (`settled_within`)
+of the distribution everywhere passes there; any other gets a second round (decided in the grader's process,
+`runner.rounds`) and is judged on both rounds' 2 DRAWS draws. A correct sampler fails only where its 2 DRAWS draws
+stray beyond eps, and a known mistake passes only where its first round strays by more than eps(DRAWS) towards the
+right answer or its 2 DRAWS draws by more than eps(2 DRAWS): with 6 such cases a correct sampler fails a run with
+probability below 1e-7, and a known mistake is missed with probability below 2e-8. Most correct samplers stop after
+one round. The learner's process also seeds torch before each case (one seed a round): a given sampler gets the same
+verdict every run.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ if TYPE_CHECKING:
 
     from grader.builder.reference import Reference
 
-DRAWS = 4000
+DRAWS = 2000  # a round; a case the first round leaves undecided gets a second (draws_again)
+ROUNDS = 2
 FALSE_FAILURE_PER_CASE = 1e-8
 ALPHABET = " abcdefghijklmnopqrstuvwxyz."  # the generation check's tokens, end-of-text after them
 LOGITS_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-5)
@@ -100,13 +105,33 @@ def frequency_bound(support: int, draws: float) -> float:
 
 
 def counts_problem(counts: np.ndarray) -> str | None:
-    """Why these cannot be the counts of DRAWS draws, or None. The draw driver counts in the learner's
-    process, whose code may have replaced it: NaN or zero counts would otherwise compare as no deviation."""
+    """Why these cannot be the counts of one or both rounds of draws, or None. The draw driver counts in the
+    learner's process, whose code may have replaced it: NaN or zero counts would otherwise compare as no deviation."""
     if not (np.isfinite(counts) & (counts >= 0) & (counts == np.round(counts))).all():
         return "the counts are not whole numbers of draws"
-    if counts.sum() != DRAWS:
-        return f"the counts add up to {counts.sum():.0f} draws, not {DRAWS}"
+    if counts.sum() not in (DRAWS, ROUNDS * DRAWS):
+        return f"the counts add up to {counts.sum():.0f} draws, not {DRAWS} (or {ROUNDS * DRAWS} over two rounds)"
     return None
+
+
+def settled_within(support: int) -> float:
+    """How close a first round's frequencies must all be to their probabilities for the case to pass without a
+    second: a distribution more than 2 eps(2 DRAWS) from the right one (a known mistake) comes this close after DRAWS
+    draws only where they stray by more than eps(DRAWS), with probability below FALSE_FAILURE_PER_CASE."""
+    return 2 * frequency_bound(support, ROUNDS * DRAWS) - frequency_bound(support, DRAWS)
+
+
+def draws_again(actual, expected) -> bool:
+    """Whether a first round's counts leave the case undecided (Check.draws_again): they are counts of DRAWS draws,
+    none of a token of probability 0 (either decides it now), and some frequency is farther than `settled_within`
+    from its probability."""
+    counts, probabilities = np.asarray(actual), np.asarray(expected, dtype=np.float64)
+    if counts.dtype.kind not in "biuf" or counts.shape != probabilities.shape:
+        return False
+    counts = counts.astype(np.float64)
+    if counts_problem(counts) or counts.sum() != DRAWS or ((probabilities == 0) & (counts > 0)).any():
+        return False
+    return bool(np.abs(counts / DRAWS - probabilities).max() > settled_within(int((probabilities > 0).sum())))
 
 
 def frequencies(actual, expected, tolerance: Tolerance, kept: str = "the tokens that may be drawn") -> CaseComparison:
@@ -371,17 +396,17 @@ def frequency_penalty_cases(ref: Reference) -> list[Case]:
 
 
 def told_apart(right: Tensor, wrong: Tensor | None) -> Tensor | None:
-    """`wrong`, if DRAWS draws tell it from `right` as surely as the check needs: it puts mass where `right` has
-    none, or moves some probability by more than twice the bound (see the module's docstring); else None."""
+    """`wrong`, if both rounds' draws tell it from `right` as surely as the check needs: it puts mass where `right`
+    has none, or moves some probability by more than twice the bound (see the module's docstring); else None."""
     if wrong is None:
         return None
-    eps = frequency_bound(int((right > 0).sum()), DRAWS)
+    eps = frequency_bound(int((right > 0).sum()), ROUNDS * DRAWS)
     far = bool(((wrong > 0) & (right == 0)).any()) or float((wrong - right).abs().max()) > 2 * eps
     return wrong if far else None
 
 
 def _distribution_case(name: str, args: list, right: Tensor, *mistakes: tuple[str, Tensor | None]) -> Case:
-    """A case of DRAWS draws; each known mistake listed only where the draws tell it from the right answer."""
+    """A case of DRAWS draws a round; each known mistake listed only where the draws tell it from the right answer."""
     import torch
 
     told = known(*((hint, told_apart(right, wrong)) for hint, wrong in mistakes))
@@ -508,10 +533,19 @@ def exact(check_id: str, method: str, summary: str, cases, comparison, tolerance
 
 
 def drawn(check_id: str, points: int, method: str, summary: str, cases, comparison=frequencies) -> Check:
-    """A sampling method called DRAWS times per case: its counts against the exact distribution."""
+    """A sampling method called DRAWS times per case, twice where one round does not decide: its counts against the
+    exact distribution."""
     target = sampler(method, "draw")
     return Check(
-        check_id, "sampling", points, target, summary, cases, comparison, expected_from="the exact distribution"
+        check_id,
+        "sampling",
+        points,
+        target,
+        summary,
+        cases,
+        comparison,
+        expected_from="the exact distribution",
+        draws_again=draws_again,
     )
 
 

@@ -168,7 +168,7 @@ def run_cases(ctx: CaseContext, request: Request, outputs: dict) -> None:
     for case in request.cases:
         ctx.start(case)
         args = ctx.args
-        torch.manual_seed(0)  # anything random in the learner's code repeats from run to run
+        torch.manual_seed(request.round)  # anything random in the learner's code repeats from run to run
         with torch.no_grad():
             result = drive(ctx, args)
         problem = output_problem(result, args, from_driver=bool(request.target.driver))

@@ -8,6 +8,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from grader.checks import Check
@@ -15,6 +16,7 @@ from grader.host.launch import LEARNER_COMMAND
 from grader.host.refcache import ReferenceData
 from grader.host.runner.replies import Outcome, outcome_of
 from grader.host.runner.request import Limits, request_for
+from grader.host.runner.rounds import SECOND_ROUND, summed, undecided
 from grader.host.runner.scratch import scratch_filesystem
 from grader.host.runner.worker import OutOfStep, Worker, WorkerGone
 from grader.shared import wire
@@ -79,10 +81,23 @@ class Lane:
         return self.worker
 
     def _run_one(self, package: Path, check: Check, reference: ReferenceData) -> Outcome:
+        request = request_for(package, check, reference, self._scratch(), self.limits)
+        outcome = self._asked(request)
+        again = undecided(check, outcome, request.cases, reference)
+        if not again:
+            return outcome
+        second = replace(request, round=SECOND_ROUND, cases=again, scratch=str(self._scratch()))
+        return summed(outcome, self._asked(second), again)
+
+    def _scratch(self) -> Path:
+        """A new directory for one request: the only one its check may write."""
         self.requests += 1
         scratch = self.scratch / f"check-{self.name}-{self.requests}"
         scratch.mkdir(mode=0o700)
-        request = request_for(package, check, reference, scratch, self.limits)
+        return scratch
+
+    def _asked(self, request: wire.Request) -> Outcome:
+        scratch = Path(request.scratch)
         try:
             with scratch_filesystem(scratch):
                 answer, seconds = self._ask(request)
