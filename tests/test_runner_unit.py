@@ -20,7 +20,7 @@ from grader.checks import Check, Target
 from grader.host.launch import Started
 from grader.host.main import wants_grading
 from grader.host.refcache import ReferenceData
-from grader.host.runner import GPT2_LANE, STAND_IN_LANE, LearnerProcesses, Limits
+from grader.host.runner import GPT2_LANE, STAND_IN_LANE, LearnerProcesses, Limits, Outcome, rounds
 from grader.host.runner import lanes as lane_rules
 from grader.host.verdict import STATUS_OF_ENDING, judge
 from grader.shared import wire
@@ -367,7 +367,7 @@ def graded_in_rounds(tmp_path: Path, steps: dict[str, Step], checks: list[Check]
 
 
 def output(outcome, case: str) -> list:
-    return outcome.outputs[wire.OUTPUT.format(case=case)].tolist()
+    return outcome.outputs[output_key(case)].tolist()
 
 
 OFF = [9.0, -0.25, 8.0]  # the big case's first round, undecided: its first value is not the expected 0.5
@@ -413,7 +413,7 @@ def test_a_first_round_that_failed_is_not_drawn_again(tmp_path):
             "error",
             "ValueError: no more",
         ),
-        ({"outputs": {"big": [1.0, 2.0]}}, "answered", "ran", "counts of shape (2,) in its second"),
+        ({"outputs": {"big": [1.0, 2.0]}}, "answered", "ran", "float32 values of shape (2,) as counts in its second"),
         ({"outputs": {}}, "crashed", None, "gave no output for big"),
         ({"outputs": {"small": SMALL, "big": BIG}}, "crashed", None, "names outputs that were not asked for"),
     ],
@@ -424,3 +424,18 @@ def test_a_second_round_that_fails_is_the_checks_failure(tmp_path, again, ending
     outcome = graded_in_rounds(tmp_path, steps, [drawn_toy("toy.draws")])["toy.draws"]
     problem = outcome.reply.bad_output.problem if outcome.reply.bad_output else outcome.message
     assert (outcome.ending, status is None or outcome.reply.status == status, said in problem) == (ending, True, True)
+
+
+def test_second_round_counts_that_are_no_numbers_are_a_failing_output():
+    first = Outcome("answered", wire.Reply("ran", outputs=["big"]), {output_key("big"): np.array(OFF)})
+    second = replace(first, outputs={output_key("big"): np.array(OFF, np.complex64)})
+    merged = rounds.summed(first, second, [CASES[1]])
+    assert merged.reply.bad_output == wire.BadOutput(
+        "big",
+        "gave complex64 values of shape (3,) as counts in its second round of draws, float64 values of shape (3,) in "
+        "its first",
+    )
+
+
+def output_key(case: str) -> str:
+    return wire.OUTPUT.format(case=case)

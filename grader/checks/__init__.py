@@ -96,8 +96,8 @@ class Check:
     # and the checks that need one run in the lane that imported it (runner.lanes.Schedule).
     warm_imports: tuple[str, ...] = ()
     # A check that counts random draws: (counts, expected) -> whether a case's first round leaves it undecided. Those
-    # cases are drawn again with another seed and their counts summed (runner.lanes), decided in the grader's
-    # process so that the expected answer never enters the learner's.
+    # cases are drawn again with another seed and their counts summed (grader/host/runner/rounds.py), decided in the
+    # grader's process so that the expected answer never enters the learner's.
     draws_again: Callable[[Any, Any], bool] | None = None
     page: str = ""  # its page of docs/course/ (e.g. "05-attention.md"): the module's PAGE, set by checks_in
 

@@ -14,8 +14,8 @@ counts are compared with the exact truncated, renormalised distribution. A token
 out. Every other token's frequency must lie within eps of its probability, where by Hoeffding's inequality and a
 union bound over the n tokens of the support, P(some |frequency - p| > eps) <= 2 n exp(-2 N eps^2) for N draws; eps
 is set so this is FALSE_FAILURE_PER_CASE. Each known mistake moves some probability by more than 2 eps(2 DRAWS) or
-puts mass where there is none (the tests check this). A case whose first round is within SETTLED (`settled_within`)
-of the distribution everywhere passes there; any other gets a second round (decided in the grader's process,
+puts mass where there is none (the tests check this). A case whose first round is within `settled_within` of the
+distribution everywhere passes there; any other gets a second round (decided in the grader's process,
 `runner.rounds`) and is judged on both rounds' 2 DRAWS draws. A correct sampler fails only where its 2 DRAWS draws
 stray beyond eps, and a known mistake passes only where its first round strays by more than eps(DRAWS) towards the
 right answer or its 2 DRAWS draws by more than eps(2 DRAWS): with 6 such cases a correct sampler fails a run with

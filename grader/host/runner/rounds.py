@@ -23,18 +23,12 @@ SECOND_ROUND = 1  # the request's `round`: the seed of the learner's random draw
 def undecided(check: Check, outcome: Outcome, cases: list[wire.CaseSpec], reference: ReferenceData) -> list:
     """The cases whose first-round counts leave them undecided; none where the check draws no second round or the
     first round did not run to its end (that failure decides the check)."""
-    if check.draws_again is None or outcome.ending != "answered" or outcome.reply.status != "ran":
-        return []
-    if outcome.reply.bad_output is not None:
+    ran = outcome.ending == "answered" and outcome.reply.status == "ran" and outcome.reply.bad_output is None
+    if check.draws_again is None or not ran:
         return []
     expected = reference.expected(check.id)
-    return [
-        case
-        for case in cases
-        if case.name in expected
-        and wire.OUTPUT.format(case=case.name) in outcome.outputs
-        and check.draws_again(outcome.outputs[wire.OUTPUT.format(case=case.name)], expected[case.name])
-    ]
+    # A reply that ran holds every case's output (wire.read_reply, replies.read_outputs).
+    return [case for case in cases if check.draws_again(outcome.outputs[output(case)], expected[case.name])]
 
 
 def summed(first: Outcome, second: Outcome, again: list[wire.CaseSpec]) -> Outcome:
@@ -45,12 +39,19 @@ def summed(first: Outcome, second: Outcome, again: list[wire.CaseSpec]) -> Outco
         return replace(second, seconds=seconds, printed=printed)
     outputs = dict(first.outputs)
     for case in again:
-        key = wire.OUTPUT.format(case=case.name)
-        counts, more = first.outputs[key], second.outputs[key]  # a reply that ran holds every case (wire.read_reply)
-        if more.shape != counts.shape:
-            problem = f"gave counts of shape {more.shape} in its second round of draws, {counts.shape} in its first"
+        counts, more = first.outputs[output(case)], second.outputs[output(case)]
+        if more.shape != counts.shape or more.dtype.kind not in "biuf":
+            problem = f"gave {described(more)} as counts in its second round of draws, {described(counts)} in its first"
             reply = replace(first.reply, bad_output=wire.BadOutput(case.name, problem))
             return replace(first, reply=reply, seconds=seconds, printed=printed)
         with np.errstate(all="ignore"):  # whatever the learner's process sent: the comparison judges the sum
-            outputs[key] = counts.astype(np.float64) + more.astype(np.float64)
+            outputs[output(case)] = counts.astype(np.float64) + more.astype(np.float64)
     return replace(first, outputs=outputs, seconds=seconds, printed=printed)
+
+
+def output(case: wire.CaseSpec) -> str:
+    return wire.OUTPUT.format(case=case.name)
+
+
+def described(values: np.ndarray) -> str:
+    return f"{values.dtype} values of shape {values.shape}"
