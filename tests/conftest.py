@@ -25,6 +25,9 @@ EXERCISES = REPO / "exercises"
 
 
 CACHE_KEYS = ("GPT2_GRADER_CACHE", "HF_HUB_CACHE", "HF_HUB_OFFLINE")
+# pytest-xdist's workers set a terminal size of 80 x 24 in the environment: the `grade` a test runs in a pseudo-terminal
+# of its own size (test_watch) would take it and wrap its lines. Unset for the session, as without the workers.
+TERMINAL_KEYS = ("COLUMNS", "LINES")
 
 
 class Session:
@@ -39,7 +42,7 @@ class Session:
         self.root: Path | None = None
         self.owner = False  # this process made the root and removes it at the end
         self.worker, self.workers = 0, 1  # this process's index among the xdist workers, and their number
-        self.saved = {key: os.environ.get(key) for key in CACHE_KEYS}
+        self.saved = {key: os.environ.get(key) for key in CACHE_KEYS + TERMINAL_KEYS}
         self.build: ReferenceBuild | None = None
         self.variants: dict[Path, Path] = {}  # each package write_variant wrote: the package it copied
         self.variants_checked = 0  # reports of those packages the where invariant was checked on
@@ -59,6 +62,8 @@ class Session:
     def isolate(self) -> None:
         grader, hub = self.root / "grader", self.root / "hf-empty"
         os.environ.update(GPT2_GRADER_CACHE=str(grader), HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1")
+        for key in TERMINAL_KEYS:
+            os.environ.pop(key, None)
 
     def start_building(self, ahead: bool = False) -> None:
         self.build = ReferenceBuild(ahead)
