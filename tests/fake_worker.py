@@ -10,8 +10,9 @@ The script (JSON, written by `command`) says how the worker starts and what it d
      "checks": {"<check id>": {...}}}  # a `Step`'s fields; a check it does not name gets an error reply
 
 Like the fork server (grader.learner.server) it keeps its stdout for the answers and sends anything else printed
-there to stderr (the grader's log); then says wire.READY, reads one wire.Request a line, writes the check's
-wire.Reply and outputs file into the request's scratch directory, and answers one wire.WorkerAnswer a line. Every
+there to stderr (the grader's log); forks its twin where asked (`grader.shared.twin`); then says wire.READY with its
+pid, reads one wire.Request a line, writes the check's wire.Reply and outputs file into the request's scratch
+directory, and answers one wire.WorkerAnswer a line. Every
 message is built through the wire format's classes and written by their own serialisers, so that a change of the
 format breaks this worker loudly; a deliberately broken message (`Step.extra_keys`, `pad`, `truncate`) is one of
 them, altered after serialising. The first line of what each check "printed" names the worker's pid, the check
@@ -30,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from grader.shared import wire
+from grader.shared import twin, wire
 
 SCRIPT_FILE = "fake-worker.json"
 IDENTITY = "fake worker {pid}: {check} in {scratch}"
@@ -162,7 +163,8 @@ def main(script_path: str) -> None:
     os.dup2(2, 1)  # and fd 1 joins stderr, so that nothing else printed can pass for an answer
     if script["start"] == "exit":
         sys.exit(START_CODE)
-    answers.write(("warming up" if script["start"] == "babble" else wire.READY) + "\n")
+    answers = twin.split(answers)  # where the grader asked for a twin, as the fork server does
+    answers.write(("warming up" if script["start"] == "babble" else wire.ready_line(os.getpid())) + "\n")
     answers.flush()
     if script["start"] == "babble":
         sys.stdin.read()  # until the grader gives up on it

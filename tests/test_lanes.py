@@ -11,6 +11,7 @@ import threading
 import time
 
 import numpy as np
+import psutil
 import pytest
 from conftest import EXERCISES, SOLUTIONS, tiered, write_variant
 from safetensors.numpy import load_file
@@ -91,6 +92,32 @@ def test_two_lanes_sharing_a_schedule_never_run_two_of_gpt2s_checks_at_once_and_
     assert [i for i in taken if i in gpt2] == gpt2  # GPT-2's checks in the course's order
     warm = [c.id for c in checks if c.warm_imports]
     assert len(warm) >= 2 and len({taken[i] for i in warm}) == 1  # torch._dynamo imported by one worker only
+
+
+def test_the_second_lane_runs_on_a_twin_that_the_first_workers_checks_do_not_end(reference, monkeypatch):
+    """The first worker forks the second lane's (`grader.shared.twin`) once torch is imported: a process that is no
+    descendant of it, so that the first worker ending what each of its checks started leaves it be."""
+    from grader.host import launch
+    from grader.host.pipeline import grade_package
+    from grader.host.runner import GPT2_LANE, STAND_IN_LANE, LearnerProcesses
+
+    monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
+    monkeypatch.setattr(launch, "usable_cores", lambda: 2)
+    checks = [c for c in registry() if c.id in ("embed", "pos_embed", "sampling.greedy", "beam.filter", "gelu_new")]
+    with LearnerProcesses(Limits()) as processes:
+        report = grade_package(SOLUTIONS, checks, reference, processes=processes)
+        first, twin = (processes.lanes[name].worker.process for name in (GPT2_LANE, STAND_IN_LANE))
+        assert isinstance(twin, launch.Twin) and twin.poll() is None and first.poll() is None
+        twin_process = psutil.Process(pidfd_pid(twin.pidfd))
+        assert first.pid not in {p.pid for p in twin_process.parents()}
+        assert twin_process.cmdline() == psutil.Process(first.pid).cmdline()
+    assert [r.status for r in report.checks] == ["pass"] * len(checks)
+
+
+def pidfd_pid(pidfd: int) -> int:
+    """The pid a pidfd refers to, as /proc says."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as info:
+        return next(int(line.split()[1]) for line in info if line.startswith("Pid:"))
 
 
 def one_lane_and_two(grade_in, monkeypatch) -> tuple[dict, dict]:

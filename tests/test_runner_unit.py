@@ -7,16 +7,19 @@ With the learner's real process: test_hostile.py, test_interrupt.py, test_lanes.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import fake_worker
 import numpy as np
+import psutil
 import pytest
 from fake_worker import Step
 from safetensors.numpy import load_file, save_file
 
 from grader.checks import Check, Target
+from grader.host import launch
 from grader.host.launch import Started
 from grader.host.main import wants_grading
 from grader.host.refcache import ReferenceData
@@ -273,6 +276,76 @@ def test_the_worker_grade_started_early_is_the_first_lanes_and_its_checks_run_on
         outcome = processes.run(tmp_path, [toy("toy.a")], reference(tmp_path, ["toy.a"]))["toy.a"]
         assert (outcome.ending, pid(outcome)) == ("answered", early.pid)
     assert early.poll() is not None and not Path(started.scratch.name).exists()
+
+
+@pytest.fixture
+def two_cores(monkeypatch):
+    """Two lanes (`lanes.parallel`) and a twin for the second (`launch.twins_here`), whatever this machine has."""
+    monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
+    monkeypatch.setattr(launch, "usable_cores", lambda: 2)
+
+
+def test_the_second_lane_runs_on_the_first_workers_twin(tmp_path, two_cores):
+    """One worker is started; the second lane's is its twin (`grader.shared.twin`): a fork, which no check of the
+    first lane's worker can end, with pipes of its own, and ended with the session."""
+    steps = {"toy.a": answer(delay=0.3), "toy.s": answer(), "toy.b": answer(), "toy.t": answer()}
+    with LearnerProcesses(FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
+        outcomes = processes.run(tmp_path, TWO_KINDS, reference(tmp_path, steps))
+        first, twin = (processes.lanes[name].worker.process for name in (GPT2_LANE, STAND_IN_LANE))
+        twin_pid = pid(outcomes["toy.s"])
+        assert isinstance(twin, launch.Twin) and twin.poll() is None
+        assert pids_by_lane(outcomes) == {GPT2_LANE: {first.pid}, STAND_IN_LANE: {twin_pid}}
+        assert twin_pid != first.pid and first.pid not in {p.pid for p in psutil.Process(twin_pid).parents()}
+    assert twin.pidfd is None and not alive(twin_pid)
+
+
+def test_a_twin_serves_on_when_its_sibling_dies(tmp_path, two_cores):
+    """The first lane's worker exits mid-check (that check's crash; a fresh worker for the next): the twin, no
+    descendant of it, runs every check of the second lane."""
+    steps = {
+        "toy.a": Step(do="exit", code=7, delay=0.1),
+        "toy.s": answer(delay=0.3),
+        "toy.b": answer(),
+        "toy.t": answer(),
+    }
+    outcomes = grade(tmp_path, steps, checks=TWO_KINDS)
+    assert summary(outcomes)["toy.a"] == ("crashed", "the learner's process exited with code 7")
+    assert all(outcomes[c].ending == "answered" for c in ("toy.b", "toy.s", "toy.t"))
+    lanes = pids_by_lane({check: outcomes[check] for check in ("toy.b", "toy.s", "toy.t")})
+    assert len(lanes[STAND_IN_LANE]) == 1 and not lanes[STAND_IN_LANE] & lanes[GPT2_LANE]
+
+
+def test_a_twin_nobody_took_ends_with_the_session(tmp_path, two_cores):
+    """One lane was enough: the twin, idle, ends when its pipes close."""
+    started = Started(fake_worker.command(tmp_path, {}))
+    twin_pid = wire.ready_pid(started.twin.stdout.readline())
+    started.close()
+    assert not alive(twin_pid)
+
+
+TWO_KINDS = [toy("toy.a"), toy("toy.s", reads_gpt2=False), toy("toy.b"), toy("toy.t", reads_gpt2=False)]
+
+
+def pids_by_lane(outcomes: dict) -> dict[str, set[int]]:
+    """The pids of the workers each lane's checks ran on, the lane told by the check's scratch directory."""
+    lanes: dict[str, set[int]] = {}
+    for outcome in outcomes.values():
+        worker, _, scratch = fake_worker.identity(outcome.printed)
+        lanes.setdefault(scratch.removeprefix("check-").rpartition("-")[0], set()).add(worker)
+    return lanes
+
+
+def alive(pid: int, within: float = 5.0) -> bool:
+    """Whether the process still runs after `within` seconds (its end is the reaper's, a moment after its exit)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def test_an_early_worker_nobody_adopted_is_ended_with_the_scratch(tmp_path):

@@ -222,8 +222,8 @@ class KeptOutcomes:
     def limits(self):
         return self.processes.limits
 
-    def run(self, package: Path, checks: list, reference) -> dict:
-        self.outcomes, self.reference = self.processes.run(package, checks, reference), reference
+    def run(self, package: Path, checks: list, reference, on_outcome=None) -> dict:
+        self.outcomes, self.reference = self.processes.run(package, checks, reference, on_outcome), reference
         return self.outcomes
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from grader.checks import Check, registry
@@ -42,47 +44,64 @@ def grade_package(
 ) -> Report:
     """Grade one package; pass `processes` to grade on their workers, kept warm between gradings (`grade --watch`).
 
-    The reference entry is sealed before any learner code runs and verified before judging. With `on_result`
-    (and `processes`), each check is judged as soon as its outcome is in, beside the checks still running, and
-    `on_result` gets its result once final: once every part it uses that this grading runs is judged too
-    (`dependencies`). Nothing is judged once the entry no longer verifies; the grading then raises as ever.
+    The reference entry is sealed before any learner code runs and verified before judging. Each check is judged
+    as soon as its outcome is in, beside the checks still running (`Judging`); `on_result` gets each result once
+    final: once every part it uses that this grading runs is judged too (`dependencies`). Nothing is judged once
+    the entry no longer verifies; the grading then raises as ever.
     """
     seal = Seal(reference, [check.id for check in checks])
-    streamed = Streamed(checks, reference, seal, on_result) if on_result is not None and processes else None
-    if processes is None:
-        with LearnerProcesses(limits or Limits()) as own:
-            limits, outcomes = own.limits, own.run(package, list(checks), reference)
-    elif streamed is not None:
-        limits, outcomes = processes.limits, processes.run(package, list(checks), reference, on_outcome=streamed)
-    else:
-        limits, outcomes = processes.limits, processes.run(package, list(checks), reference)
+    with contextlib.ExitStack() as stack:
+        if processes is None:
+            processes = stack.enter_context(LearnerProcesses(limits or Limits()))
+        judging = stack.enter_context(Judging(checks, reference, seal, on_result))
+        processes.run(package, list(checks), reference, on_outcome=judging)
+        judged = judging.finished()
     problem = seal.broken()
     if problem:
         raise ReferenceTampered(problem)
-    judged = streamed.judged if streamed is not None else {}
-    results = with_failing_parts(
-        [judged.get(check.id) or judge(check, outcomes[check.id], reference) for check in checks]
-    )
-    seed = reference.meta.get("seed", 0)
-    return Report(reference.kind, str(package), results, reference.fallback_reason, seed, sandbox_line(limits))
+    results = with_failing_parts([judged[check.id] for check in checks])
+    seed, line = reference.meta.get("seed", 0), sandbox_line(processes.limits)
+    return Report(reference.kind, str(package), results, reference.fallback_reason, seed, line)
 
 
-class Streamed:
-    """Each outcome judged as it comes in (`LearnerProcesses.run` calls it one at a time), and each result handed
-    on once final: its failing parts among this grading's checks are known, so `with_failing_parts` would name
-    the same ones after the last check."""
+class Judging:
+    """Each outcome judged as it comes in (`LearnerProcesses.run` hands them over one at a time, from the lanes'
+    threads), in a thread of its own, so that no lane waits for a verdict before its next check; and each result
+    handed to `on_result` once final: its failing parts among this grading's checks are known, so
+    `with_failing_parts` would name the same ones after the last check."""
 
-    def __init__(self, checks: Sequence[Check], reference: ReferenceData, seal: Seal, on_result: OnResult):
+    def __init__(self, checks: Sequence[Check], reference: ReferenceData, seal: Seal, on_result: OnResult | None):
         self.checks, self.reference, self.seal, self.on_result = list(checks), reference, seal, on_result
         graph, graded = {check.id: check for check in registry()}, {check.id for check in checks}
         self.parts = {check.id: used_by(check.id, graph) & graded for check in checks}  # what its message may name
         self.judged: dict[str, CheckResult] = {}
         self.handed: set[str] = set()
+        self.judge = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
+        self.verdicts: list[Future] = []
+
+    def __enter__(self) -> Judging:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.judge.shutdown(wait=exc[0] is None, cancel_futures=True)
 
     def __call__(self, check: Check, outcome: Outcome) -> None:
+        self.verdicts.append(self.judge.submit(self._judged, check, outcome))
+
+    def finished(self) -> dict[str, CheckResult]:
+        """Every check's result, once the last is judged; an error a verdict raised, raised here."""
+        for verdict in self.verdicts:
+            verdict.result()
+        return self.judged
+
+    def _judged(self, check: Check, outcome: Outcome) -> None:
         if self.seal.broken():
             return  # judged from nothing: the grading raises ReferenceTampered at its end
         self.judged[check.id] = judge(check, outcome, self.reference)
+        if self.on_result is not None:
+            self._hand_on()
+
+    def _hand_on(self) -> None:
         ready = [
             c.id
             for c in self.checks

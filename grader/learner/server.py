@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TextIO
 
 from grader.learner.cases import failure_reply, run_request
 from grader.learner.guards import install_guards
 from grader.learner.package import LearnerPackage
 from grader.learner.weights import WeightsFile
-from grader.shared import sandbox, wire
+from grader.shared import sandbox, twin, wire
 from grader.shared.cgroup import CheckGroup
 from grader.shared.paths import REPO_ROOT
 from grader.shared.wire import Request
@@ -292,26 +293,27 @@ def warm_imports(request: Request) -> None:
         importlib.import_module(name)
 
 
-def answer_channel() -> tuple[int, object]:
+def answer_channel() -> TextIO:
     """This process's stdout, kept for the answers; fd 1 then joins stderr (the grader's log), so
     nothing printed here, by torch or by the learner's code run unforked, can pass for an answer."""
     sys.stdout.flush()
     answer_fd = os.dup(1)
     os.dup2(2, 1)
-    return answer_fd, os.fdopen(answer_fd, "w")
+    return os.fdopen(answer_fd, "w")
 
 
 def serve() -> None:
-    answer_fd, answers = answer_channel()
+    answers = answer_channel()
     if sys.path and Path(sys.path[0] or ".").resolve() == Path.cwd():
         sys.path.pop(0)  # `python -m` put the grader's working directory first; the learner gets none of it
     sys.dont_write_bytecode = True  # the learner's files are read, never written beside
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the grader's to handle: it ends this process itself
-    sandbox.become_subreaper()
     preload()
-    answers.write(wire.READY + "\n")
+    answers = twin.split(answers)  # before becoming a subreaper, which would make the twin this process's own
+    sandbox.become_subreaper()
+    answers.write(wire.ready_line(os.getpid()) + "\n")
     answers.flush()
     for line in sys.stdin:
-        answer = run_one(wire.parse_request(line), answer_fd)
+        answer = run_one(wire.parse_request(line), answers.fileno())
         answers.write(answer.to_json() + "\n")
         answers.flush()

@@ -37,11 +37,24 @@ StandIn = Literal["does not import", "fails its own check"]
 RecordKind = Literal["locals", "returns", "modules"]  # what a `Record` holds: a named tensor, a return, a submodule's
 Ending = Literal["answered", "timeout", "crashed", "memory"]
 REPLY_FILE, OUTPUTS_FILE = "reply.json", "outputs.safetensors"
-READY = "ready"  # the worker's first line: torch is imported, so a check's time starts with its request
+READY = "ready"  # the worker's first word: torch is imported, so a check's time starts with its request
 MAX_REPLY_BYTES = 8 * 2**20  # of the reply, and of the outputs file's header
 MAX_TEXT = 2000  # characters of one message from the learner's side
 T = TypeVar("T")
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def ready_line(pid: int) -> str:
+    """A worker's first line: READY and its pid (a twin's only name for the grader, `grader.shared.twin`)."""
+    return f"{READY} {pid}"
+
+
+def ready_pid(line: str) -> int:
+    """The pid a worker's first line gives; ValueError where the line is no `ready_line`."""
+    word, _, pid = line.strip().partition(" ")
+    if word != READY or not pid.isdigit():
+        raise ValueError(f"not a ready line: {line[:80]!r}")
+    return int(pid)
 
 
 def clean_text(text: str, limit: int = MAX_TEXT) -> str:

@@ -14,17 +14,11 @@ One module per job: `request` (the limits a check runs under, the request it is 
 `Schedule` two lanes share), `processes` (the lanes of a session, and the workers' life: `LearnerProcesses`).
 """
 
+from grader.host.launch import FORK_SWITCH, forks_here
 from grader.host.runner.lanes import GPT2_LANE, STAND_IN_LANE, Schedule, parallel
 from grader.host.runner.processes import LearnerProcesses
 from grader.host.runner.replies import MAX_OUTPUTS_BYTES, Outcome, printed_lines, read_outputs
-from grader.host.runner.request import (
-    DEFAULT_MEMORY_LIMIT_GB,
-    DEFAULT_TIMEOUT,
-    DEVICES,
-    FORK_SWITCH,
-    Limits,
-    forks_here,
-)
+from grader.host.runner.request import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES, Limits
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT_GB",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import threading
@@ -12,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from grader.checks import Check
-from grader.host.launch import LEARNER_COMMAND
+from grader.host.launch import LEARNER_COMMAND, Twin, usable_cores
 from grader.host.refcache import ReferenceData
 from grader.host.runner.replies import Outcome, outcome_of
 from grader.host.runner.request import Limits, request_for
@@ -42,9 +41,9 @@ class Lane:
         self.cancelled = False  # no more checks: the grading was interrupted
         self.requests = 0
 
-    def start(self, process: subprocess.Popen | None = None) -> None:
+    def start(self, process: subprocess.Popen | Twin | None = None) -> None:
         """Start the worker now (it imports torch), so that it is ready by the first check; or adopt `process`, the
-        worker's command started earlier (`launch.Started`)."""
+        worker's command started earlier (`launch.Started`), or the twin another worker forks (`launch.Twin`)."""
         if self.worker is None:
             self.worker, self.ready = Worker(self.log, self.worker_command, process), False
 
@@ -193,7 +192,3 @@ def parallel(checks: list[Check], limits: Limits) -> bool:
     and two of the checks may run at the same time (at most one of them reads GPT-2's data: `Schedule`)."""
     stand_ins = sum(not check.reads_gpt2 for check in checks)
     return bool(limits.fork and stand_ins and len(checks) >= 2 and usable_cores() >= 2)
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from grader.checks import Check
-from grader.host.launch import LEARNER_COMMAND, Started
+from grader.host.launch import LEARNER_COMMAND, Started, Twin, end_learner, start_learners, twins_here
 from grader.host.refcache import ReferenceData
 from grader.host.runner.lanes import GPT2_LANE, GRACE, STAND_IN_LANE, Lane, OnOutcome, Schedule, parallel
 from grader.host.runner.replies import Outcome
@@ -19,7 +19,8 @@ from grader.host.runner.request import Limits
 class LearnerProcesses:
     """A lane (a worker and its checks) for the checks that read GPT-2's data and, where they can run beside
     it, one for those that do not. Entered, it starts the first lane's worker at once (`start_for` the second's,
-    once the checks are known): torch is imported while the grader reads the reference. Each worker runs
+    once the checks are known): torch is imported while the grader reads the reference. The second lane's worker
+    is the first's twin where it has one (`grader.shared.twin`), else a process of its own. Each worker runs
     `worker_command`: the learner's process, or a stand-in that speaks the wire format (the unit tier's
     tests/fake_worker.py)."""
 
@@ -36,6 +37,7 @@ class LearnerProcesses:
         self.worker_command = self.started.command
         self.scratch, self.log = Path(self.started.scratch.name), self.started.log
         self.lanes: dict[str, Lane] = {}
+        self.spare: Twin | None = None  # the first lane's worker's twin, until the second lane takes it
 
     def __enter__(self) -> LearnerProcesses:
         self.start_for([])
@@ -44,10 +46,28 @@ class LearnerProcesses:
     def start_for(self, checks: list[Check]) -> None:
         """Start now the workers of the lanes `checks` will run in (the first lane's whatever the checks; its
         worker the one `grade` started early, where it did)."""
-        for name in lane_names(checks, self.limits):
+        self._start(lane_names(checks, self.limits))
+
+    def _start(self, names: list[str]) -> None:
+        """The workers of these lanes started where they are not running: the first lane's with a twin, which
+        the second lane takes."""
+        first = self.lane(GPT2_LANE)
+        if GPT2_LANE in names and first.worker is None:
+            self._end_spare()
+            process, self.spare = self.started.take_process(), self.started.take_twin()
+            if process is None:
+                process, self.spare = start_learners(self.worker_command, self.log, twins_here())
+            first.start(process)
+        for name in names:
             lane = self.lane(name)
-            if lane.worker is None:
-                lane.start(self.started.take_process() if name == GPT2_LANE else None)
+            if name != GPT2_LANE and lane.worker is None:
+                spare, self.spare = self.spare, None
+                lane.start(spare)
+
+    def _end_spare(self) -> None:
+        if self.spare is not None:
+            end_learner(self.spare)
+            self.spare = None
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -65,16 +85,16 @@ class LearnerProcesses:
         """End every worker now; the next check starts one."""
         for lane in self.lanes.values():
             lane.close()
+        self._end_spare()
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """No worker runs inside: the reference's builder does, whose memory would otherwise add to theirs.
         The workers that ran before start again after, importing torch while the new entry is read."""
-        running = [lane for lane in self.lanes.values() if lane.worker is not None]
+        running = [name for name, lane in self.lanes.items() if lane.worker is not None]
         self.stop()
         yield
-        for lane in running:
-            lane.start()
+        self._start(running)
 
     def run(
         self, package: Path, checks: list[Check], reference: ReferenceData, on_outcome: OnOutcome = None
@@ -101,8 +121,9 @@ class LearnerProcesses:
                 failures.append(error)
                 schedule.cancel()
 
-        for name in names[1:]:
-            self.lane(name).start()  # importing torch now, if it is not warm, while the first lane runs
+        self._start(
+            names
+        )  # where a worker is not warm, it imports torch now (a twin: forks), while the first lane runs
         threads = [threading.Thread(target=run_lane, args=(name,), daemon=True) for name in names[1:]]
         try:
             for thread in threads:

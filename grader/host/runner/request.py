@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader.checks import Check
+from grader.host.launch import forks_here
 from grader.host.refcache import ReferenceData
 from grader.shared import sandbox, wire
 
-FORK_SWITCH = "GPT2_GRADER_FORK"  # 0: run checks without forks on Linux too, as on macOS and Windows
 DEFAULT_TIMEOUT = 60.0  # seconds per check; the whole model's check takes a few on a laptop
 DEFAULT_MEMORY_LIMIT_GB = 6.0  # memory a check's processes may add; the whole model needs about 1.5
 DEVICES = ("cpu", "cuda", "mps", "auto")
-
-
-def forks_here() -> bool:
-    """Whether checks run in forks of the worker: on Linux, where fork after importing torch is
-    well-trodden (DataLoader), unless GPT2_GRADER_FORK=0. The only place that reads the switch."""
-    return sys.platform == "linux" and os.environ.get(FORK_SWITCH) != "0"
 
 
 @dataclass(frozen=True)

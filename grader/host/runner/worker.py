@@ -8,7 +8,7 @@ import signal
 import subprocess
 import threading
 
-from grader.host.launch import LEARNER_COMMAND, end_learner, start_learner
+from grader.host.launch import LEARNER_COMMAND, Twin, end_learner, start_learner
 from grader.shared import wire
 
 STARTUP_LIMIT = 300.0  # seconds for a worker to import torch: a cold start on a slow laptop or Colab
@@ -28,8 +28,9 @@ class Worker:
     log); a thread reads the answers, so waiting for one with a limit works on every platform
     (select takes no pipes on Windows)."""
 
-    def __init__(self, log, command: tuple[str, ...] = LEARNER_COMMAND, process: subprocess.Popen | None = None):
-        """A learner's process started now, or `process`, started early (`launch.Started`) by the same command."""
+    def __init__(self, log, command: tuple[str, ...] = LEARNER_COMMAND, process: subprocess.Popen | Twin | None = None):
+        """A learner's process started now, or `process`, started early (`launch.Started`) by the same command, or
+        the twin such a process forked (`launch.Twin`)."""
         self.process = process or start_learner(command, log)
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read_answers, daemon=True).start()
@@ -55,8 +56,12 @@ class Worker:
 
     def wait_ready(self, timeout: float = STARTUP_LIMIT) -> None:
         """Wait until the worker has imported torch, so that a check's time is the check's own."""
-        if self.next_line(timeout).strip() != wire.READY:
-            raise OutOfStep()
+        try:
+            pid = wire.ready_pid(self.next_line(timeout))
+        except ValueError:
+            raise OutOfStep() from None
+        if isinstance(self.process, Twin):
+            self.process.announced(pid)
 
     def ask(self, request: wire.Request, timeout: float) -> wire.WorkerAnswer:
         assert self.process.stdin is not None
@@ -81,6 +86,8 @@ class Worker:
 
     def exit_reason(self) -> str:
         code = self.process.wait(timeout=5)
+        if code is None:  # a twin, no child of the grader's
+            return "the learner's process ended"
         if code < 0:
             return f"the learner's process was killed by {signal.Signals(-code).name}"
         return f"the learner's process exited with code {code}"
