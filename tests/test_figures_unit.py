@@ -276,3 +276,14 @@ def test_the_page_draws_the_part5_figures_naming_the_small_model():
     assert "heads found (layer.head) in the expected scores: 1.0, 1.1, 1.2, 1.3; in yours: 1.0, 1.1, 1.3" in page
     assert "<tr><td>0.1</td><td>zero</td><td>+2.8500</td>" in page
     assert page.count("model shown: the small trained induction model (2 layers of 4 heads") == 4
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int64])
+def test_the_top_id_is_the_largest_number_and_never_a_nan(dtype):
+    """argmax alone would put a NaN on top; a row without one is argmax's, a row of NaNs gives its first id."""
+    logits = np.array([[[0, 5, 1], [7, 2, 9]], [[4, 4, 3], [-1, -2, -3]]], dtype=dtype)
+    expected = [[1, 2], [0, 0]]
+    if np.issubdtype(dtype, np.floating):
+        logits[0, 1, 2], logits[1, 1] = np.nan, np.nan
+        expected = [[1, 0], [0, 0]]
+    assert figures.top_ids(logits).tolist() == expected

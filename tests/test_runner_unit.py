@@ -6,6 +6,9 @@ With the learner's real process: test_hostile.py, test_interrupt.py, test_lanes.
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import threading
 import time
 from dataclasses import asdict, replace
@@ -25,6 +28,7 @@ from grader.host.main import wants_grading
 from grader.host.refcache import ReferenceData
 from grader.host.runner import GPT2_LANE, STAND_IN_LANE, LearnerProcesses, Limits, Outcome, rounds
 from grader.host.runner import lanes as lane_rules
+from grader.host.runner.scratch import remove_scratch
 from grader.host.verdict import STATUS_OF_ENDING, judge
 from grader.shared import wire
 
@@ -512,3 +516,48 @@ def test_second_round_counts_that_are_no_numbers_are_a_failing_output():
 
 def output_key(case: str) -> str:
     return wire.OUTPUT.format(case=case)
+
+
+def test_a_scratch_is_removed_whatever_modes_its_check_left():
+    """An unreadable and an unwritable directory, links out (to a file and a directory, left as they are): all go,
+    as the user that grades (here a user of its own where the tests run as root, whom modes do not stop)."""
+    with tempfile.TemporaryDirectory() as directory:  # not pytest's: nobody may not enter it
+        removed_from(Path(directory))
+
+
+def removed_from(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "kept").write_text("kept")
+    as_user = os.geteuid() == 0
+    if as_user:
+        os.chown(tmp_path, NOBODY, NOBODY)
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            if as_user:
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+            scratch = tmp_path / "check-gpt2-1"
+            (scratch / "locked" / "deeper").mkdir(parents=True)
+            (scratch / "locked" / "deeper" / "file").write_text("x")
+            (scratch / "read-only").mkdir()
+            (scratch / "read-only" / "file").write_text("x")
+            (scratch / "to-a-file").symlink_to(outside / "kept")
+            (scratch / "to-a-directory").symlink_to(outside)
+            for directory, mode in (("locked/deeper", 0), ("locked", 0), ("read-only", 0o500)):
+                os.chmod(scratch / directory, mode)
+            remove_scratch(scratch)
+            os.write(writing, json.dumps(scratch.exists()).encode())
+        finally:
+            os._exit(0)
+    os.close(writing)
+    with os.fdopen(reading) as answer:
+        left = json.loads(answer.read() or "null")
+    os.waitpid(child, 0)
+    assert left is False
+    assert (outside / "kept").read_text() == "kept" and oct(os.stat(outside).st_mode & 0o777) == "0o755"
+
+
+NOBODY = 65534

@@ -233,6 +233,36 @@ def test_shared_memory_does_not_outlive_its_check(no_segment, grade, tmp_path):
     assert found.status == "error" and "an earlier check left it" in found.message, found.message
 
 
+# Each check's forward leaves a directory it locks in its scratch, then tries to write into every other scratch
+# directory a check of this grading could have had; its own (the control) it must reach.
+OTHER_SCRATCHES = """
+import os, pathlib
+mine = pathlib.Path(os.environ["TMPDIR"])
+(mine / "probe").write_text("mine")
+os.makedirs(mine / "locked" / "inner", exist_ok=True)
+os.chmod(mine / "locked", 0)
+reached = []
+for lane in ("gpt2", "stand-ins"):
+    for n in range(1, 200):
+        other = mine.parent / f"check-{lane}-{n}"
+        try:
+            (other / "probe").write_text("theirs")
+        except OSError:
+            continue
+        if other != mine:
+            reached.append(other.name)
+assert not reached, f"reached {reached}"
+"""
+REACH_OTHER_SCRATCHES = f"exec({OTHER_SCRATCHES!r})"
+
+
+def test_no_check_reaches_the_scratch_of_an_earlier_one(grade, tmp_path):
+    """A fork server keeps one Landlock ruleset per package, and each check adds its scratch to it: an earlier
+    check's directory, locked as it may be, is gone before the next check starts (one lane: GPT-2's checks)."""
+    results = by_id(grade(attention_variant(tmp_path, REACH_OTHER_SCRATCHES), "attention", "block", "transformer"))
+    assert all(result.status == "pass" for result in results.values()), results
+
+
 def send_a_datagram(port: int) -> str:
     """Hostile code that sends one datagram to this port, and goes on whatever stops it."""
     return (

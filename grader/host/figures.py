@@ -99,8 +99,14 @@ def top_tokens(evidence, logits: np.ndarray) -> list[str | None]:
 
 
 def top_ids(logits: np.ndarray) -> np.ndarray:
-    """The id on top along the last axis, whatever the logits' dtype; a NaN is never on top."""
-    return np.nan_to_num(logits.astype(np.float64), nan=-np.inf).argmax(-1)
+    """The id on top along the last axis, whatever the logits' dtype; a NaN is never on top (argmax puts it there:
+    the rows that hold one are taken again without)."""
+    values = logits if np.issubdtype(logits.dtype, np.floating) else logits.astype(np.float64)
+    ids = values.argmax(-1)
+    with_nan = np.isnan(values).any(-1)
+    if with_nan.any():
+        ids[with_nan] = np.nan_to_num(values[with_nan].astype(np.float64), nan=-np.inf).argmax(-1)
+    return ids
 
 
 def logit_lens_tops(evidence) -> dict:

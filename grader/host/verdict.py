@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -77,8 +78,11 @@ class Evidence:
 
     def token_strings(self, ids) -> list[str]:
         """GPT-2's text of each token id (the reference's vocabulary, read only when a figure needs it)."""
-        vocabulary = self._reference.vocabulary()
-        return [vocabulary[int(i)] for i in ids]
+        return [self._vocabulary[int(i)] for i in ids]
+
+    @functools.cached_property
+    def _vocabulary(self) -> list[str]:
+        return self._reference.vocabulary()
 
     def output(self, case: str):
         return self.outcome.outputs[wire.OUTPUT.format(case=case)]

@@ -42,9 +42,9 @@ CHECK_DESCRIPTORS = 64
 _check_numbers = itertools.count()
 
 
-def run_check(request: Request, forked: bool) -> None:
+def run_check(request: Request, forked: bool, policy: sandbox.Policy | None = None) -> None:
     """One check in this process, start to finish: its reply and outputs land in its scratch directory.
-    In a fork of its own it is also capped in memory and, when asked, confined."""
+    In a fork of its own it is also capped in memory and, given a policy, confined."""
     from safetensors import safe_open
 
     package_path = Path(request.package).resolve()
@@ -58,8 +58,8 @@ def run_check(request: Request, forked: bool) -> None:
         ):
             if forked:  # counts each module's mapping of the weights, made later, not safetensors' own of the file
                 limit_memory(request.memory_bytes)
-            if forked and request.sandbox:
-                sandbox.confine(sandbox.policy_for(package_path, scratch))
+            if forked and policy is not None:
+                sandbox.confine(policy)
             solutions = REPO_ROOT / "solutions"
             install_guards([] if package_path == solutions else [solutions])
             package = LearnerPackage(package_path)
@@ -151,7 +151,9 @@ class PrintedOutput:
         return replace(answer, printed=self.kept.decode("utf-8", errors="replace"), printed_beyond=self.beyond)
 
 
-def check_process(request: Request, answer_fd: int, printed: PrintedOutput, group: CheckGroup | None) -> None:
+def check_process(
+    request: Request, answer_fd: int, printed: PrintedOutput, group: CheckGroup | None, policy: sandbox.Policy | None
+) -> None:
     """The forked child: into its group, its output into the pipe, the caps, the sandbox, the check; never returns."""
     try:
         if group is not None:
@@ -166,7 +168,7 @@ def check_process(request: Request, answer_fd: int, printed: PrintedOutput, grou
         sys.stderr = os.fdopen(2, "w", buffering=1)
         limit_files()
         use_scratch_for_temporary_files(Path(request.scratch))
-        run_check(request, forked=True)
+        run_check(request, forked=True, policy=policy)
     finally:
         os._exit(0)
 
@@ -259,14 +261,14 @@ def run_one(request: Request, answer_fd: int) -> wire.WorkerAnswer:
         run_check(request, forked=False)
         sandbox.end_descendants()
         return wire.WorkerAnswer("answered")
-    if request.sandbox:
-        sandbox.allow_lists(Path(request.package).resolve())  # worked out here, once per package
+    # Worked out here, where most of it is kept from one check to the next (`sandbox.package_ruleset`).
+    policy = sandbox.policy_for(Path(request.package).resolve(), Path(request.scratch)) if request.sandbox else None
     group = CheckGroup.make(next(_check_numbers), request.memory_bytes, sandbox.CHECK_PROCESSES)
     printed = PrintedOutput()
     try:
         pid = os.fork()
         if pid == 0:
-            check_process(request, answer_fd, printed, group)
+            check_process(request, answer_fd, printed, group, policy)
         os.close(printed.write_end)
         return supervise(pid, request, printed, group)
     finally:

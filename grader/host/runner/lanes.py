@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 import time
@@ -16,7 +15,7 @@ from grader.host.refcache import ReferenceData
 from grader.host.runner.replies import Outcome, outcome_of
 from grader.host.runner.request import Limits, request_for
 from grader.host.runner.rounds import SECOND_ROUND, summed, undecided
-from grader.host.runner.scratch import scratch_filesystem
+from grader.host.runner.scratch import remove_scratch, scratch_filesystem
 from grader.host.runner.worker import OutOfStep, Worker, WorkerGone
 from grader.shared import wire
 
@@ -102,7 +101,7 @@ class Lane:
                 answer, seconds = self._ask(request)
                 return outcome_of(answer, scratch, request.cases, seconds, self.limits.trace)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_scratch(scratch)
 
     def _ask(self, request: wire.Request) -> tuple[wire.WorkerAnswer, float]:
         """The fork server's answer, or the grader's own where the worker did not start, hung or died; and the

@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import functools
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -35,6 +36,25 @@ def _mount_tmpfs(scratch: Path) -> bool:
         return False
     options = f"size={SCRATCH_BYTES},mode=0700".encode()
     return _libc().mount(b"tmpfs", bytes(scratch), b"tmpfs", MS_NOSUID | MS_NODEV, options) == 0
+
+
+def remove_scratch(scratch: Path) -> None:
+    """The scratch directory and everything the check left in it, directories it made unreadable or unwritable
+    included: its fork server's Landlock ruleset still allows writing it (`sandbox.package_ruleset`), so it must not
+    outlive its check. Links are removed, never followed; every process of the check has ended by now."""
+
+    def opened_up(function, path: str, _) -> None:
+        for directory in (os.path.dirname(path), path):
+            if os.path.isdir(directory) and not os.path.islink(directory):
+                with contextlib.suppress(OSError):
+                    os.chmod(directory, 0o700)
+        with contextlib.suppress(OSError):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, onerror=opened_up)
+            else:
+                os.unlink(path)
+
+    shutil.rmtree(scratch, onerror=opened_up)
 
 
 @functools.cache
