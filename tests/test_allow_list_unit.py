@@ -3,6 +3,7 @@ forbidden does not, and neither does a link to it under another name, however de
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,27 @@ def test_a_directory_above_something_forbidden_is_split_into_its_other_entries(s
 
 def test_nothing_forbidden_grants_the_directory_whole(site):
     assert readable(site, {site.parent / "elsewhere-entirely"}) == [site]
+
+
+@pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="no Landlock on this kernel")
+def test_the_fork_server_keeps_one_ruleset_made_anew_for_another_package_or_a_path_made_anew(site):
+    """Every check's process inherits the kept ruleset's descriptor (each has 64 at most): one is kept at a time,
+    the same for the same package, a new one where a path is not the directory it was."""
+    abi = sandbox.landlock_abi()
+    packages = [(site / name,) for name in ("numpy", "deep", "deep/nested", "deep/nested/ok", "elsewhere")]
+    kept = sandbox.package_ruleset(packages[0], (), abi)
+    assert sandbox.package_ruleset(packages[0], (), abi) == kept
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(10):  # five packages in turn, ten times
+        for package in packages:
+            sandbox.package_ruleset(package, (), abi)
+    assert len(os.listdir("/proc/self/fd")) == before
+    (site / "elsewhere").rename(site / "elsewhere-old")
+    (site / "elsewhere").mkdir()
+    sandbox.package_ruleset(packages[-1], (), abi)
+    assert (
+        sandbox._KEPT["key"][3]
+        == (sandbox._identity(site / "elsewhere"),)
+        != (sandbox._identity(site / "elsewhere-old"),)
+    )
+    assert len(os.listdir("/proc/self/fd")) == before

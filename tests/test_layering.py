@@ -38,7 +38,7 @@ def test_the_graders_process_imports_neither_torch_nor_transformer_lens():
 
 def test_grades_entry_point_imports_the_standard_library_alone_before_it_starts_the_worker():
     """grader.host.main starts the first worker before importing the grader: nothing it imports before may be more
-    than the standard library and its two modules (with the leaf they read), or the worker waits for it."""
+    than the standard library and its two modules (with the leaves they read), or the worker waits for it."""
     heavy = "{'grader', 'pydantic', 'rich', 'numpy', 'torch', 'safetensors', 'psutil'}"
     code = (
         f"import json, sys, grader.host.main; print(json.dumps([m for m in sys.modules if m.split('.')[0] in {heavy}]))"
@@ -47,7 +47,7 @@ def test_grades_entry_point_imports_the_standard_library_alone_before_it_starts_
     assert ran.returncode == 0, ran.stderr
     imported = set(json.loads(ran.stdout))
     assert imported == {"grader", "grader.host", "grader.host.main", "grader.host.launch", "grader.shared",
-                        "grader.shared.paths"}, imported  # fmt: skip
+                        "grader.shared.paths", "grader.shared.twin"}, imported  # fmt: skip
 
 
 def test_the_import_contracts_hold():

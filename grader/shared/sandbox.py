@@ -351,14 +351,22 @@ def _landlock(policy: Policy, abi: int) -> None:
 
 def package_ruleset(readable: tuple[Path, ...], listable: tuple[Path, ...], abi: int) -> int:
     """A Landlock ruleset of the allow-lists' rules (its 800 or so rules take about 10 ms to add), kept by this
-    process for as long as each path is the file it was (a package installed again, or a directory made anew, gets
-    a ruleset of its own: a rule holds the inode its path had).
+    process for the next check of the same package, for as long as each path is the file it was (a package installed
+    again, or a directory made anew, gets a new ruleset: a rule holds the inode its path had). One is kept at a time:
+    every check's process inherits its descriptor.
 
     Each check adds its own scratch, and the ruleset keeps the rules of every earlier one; none grants anything:
     an earlier check's directory is removed, or its tmpfs unmounted, before the next check starts, so no path
     leads to it. No fork server's is another's: a twin forks before its sibling makes one."""
-    identities = tuple(_identity(path) for path in (*readable, *listable))
-    return _kept_ruleset(readable, listable, abi, identities)
+    key = (readable, listable, abi, tuple(_identity(path) for path in (*readable, *listable)))
+    if _KEPT.get("key") != key:
+        if "ruleset" in _KEPT:
+            os.close(_KEPT.pop("ruleset"))
+        _KEPT.update(key=key, ruleset=_ruleset(readable, listable, abi))
+    return _KEPT["ruleset"]
+
+
+_KEPT: dict = {}  # package_ruleset's one ruleset and what it was made for: this process's, as a fork server
 
 
 def _identity(path: Path) -> tuple[int, int]:
@@ -367,11 +375,6 @@ def _identity(path: Path) -> tuple[int, int]:
     except OSError:
         return (0, 0)
     return (found.st_dev, found.st_ino)
-
-
-@functools.lru_cache(maxsize=4)  # a ruleset pushed out is not closed: a few descriptors, in a rare watch session
-def _kept_ruleset(readable: tuple[Path, ...], listable: tuple[Path, ...], abi: int, identities: tuple) -> int:
-    return _ruleset(readable, listable, abi)
 
 
 def _ruleset(readable: tuple[Path, ...], listable: tuple[Path, ...], abi: int) -> int:
