@@ -1,9 +1,11 @@
 """How long `grade` takes, as whole processes, beside the time it takes to import torch.
 
-Each command runs several times; the table reports medians, each as a ratio to the floor measured
-in the same run, and peak memory: of the largest process (ru_maxrss) and of the whole process tree
-(the grader, its worker and every check's fork, sampled every 0.1 s; pages a fork shares with the
-worker are counted in each, so it is an upper bound). The finished package is `solutions/`, the
+Each command runs several times, each run right after a run of the floor (`python -c "import torch"`);
+the table reports medians, each as a ratio to the median of the floor runs beside it (a shared machine
+slows down and speeds up over minutes: the floor is measured where the command is), and peak memory:
+of the largest process (ru_maxrss) and of the whole process tree (the grader, its workers and every
+check's fork, sampled every 0.1 s; pages a fork shares with its worker are counted in each, so it is
+an upper bound). The finished package is `solutions/`, the
 untouched one `exercises/` (every check todo). "cold" starts with an empty grader cache and GPT-2
 (here: the seeded random model, through the same `from_pretrained` path) already in the Hugging
 Face cache; "warm" has the cache. The warm runs of the whole finished package also give each
@@ -35,8 +37,9 @@ REPO = Path(__file__).resolve().parent.parent
 GRADE = [sys.executable, "-m", "grader"]
 FINISHED = [*GRADE, "--solutions"]
 WHOLE = "grade --solutions (every check)"
+FLOOR = [sys.executable, "-c", "import torch"]
 COMMANDS = {
-    "import torch (floor)": [sys.executable, "-c", "import torch"],
+    "import torch (floor)": FLOOR,
     "grade --help": [*GRADE, "--help"],
     "grade (every check, stubs)": [*GRADE, "--exercises", "exercises"],
     "grade embed": [*FINISHED, "embed"],
@@ -168,40 +171,52 @@ def main() -> None:
         return {**base, "HF_HUB_CACHE": str(hub), "GPT2_GRADER_CACHE": str(scratch / f"cold-{next(cold_runs)}")}
 
     rows = []
-    floor = None
     loads = [os.getloadavg()[0]]
     reports = [scratch / f"report-{i}.json" for i in range(args.runs)]
     for label, command in COMMANDS.items():
         command = [*command, "--reference", "gpt2"] if command[:3] == GRADE and "--help" not in command else command
         runs = [[*command, "--json", str(report)] for report in reports] if label == WHOLE else [command] * args.runs
-        warm_run = medians([Sample(run, warm) for run in runs])
-        floor = floor or warm_run[0]
+        floors, samples = [], []
+        for run in runs:
+            floors.append(Sample(FLOOR, warm))
+            samples.append(Sample(run, warm))
+        warm_run, floor = medians(samples), medians(floors)[0]
         cold_wanted = label in COLD and args.cold_runs
-        cold = medians([Sample(command, cold_env()) for _ in range(args.cold_runs)]) if cold_wanted else None
-        rows.append((label, warm_run, cold))
+        cold = None
+        if cold_wanted:
+            cold_samples = []
+            for _ in range(args.cold_runs):
+                floors.append(Sample(FLOOR, warm))
+                cold_samples.append(Sample(command, cold_env()))
+            cold, floor = medians(cold_samples), medians(floors)[0]
+        rows.append((label, warm_run, cold, floor))
         loads.append(os.getloadavg()[0])
         print(
             f"{label}: warm {warm_run[0]:.2f} s ({warm_run[0] / floor:.2f}x), {warm_run[2]:.0f} MB tree"
-            + (f"; cold {cold[0]:.2f} s, {cold[2]:.0f} MB tree" if cold else ""),
+            + (f"; cold {cold[0]:.2f} s ({cold[0] / floor:.2f}x), {cold[2]:.0f} MB tree" if cold else "")
+            + f"; floor {floor:.2f} s",
             flush=True,
         )
     checks = check_seconds(reports)
+    whole_floor = next(floor for label, _, _, floor in rows if label == WHOLE)
     shutil.rmtree(scratch, ignore_errors=True)
     lines = [
         HEADING,
         "",
         f"Measured by `bench/grade_speed.py` on {time.strftime('%Y-%m-%d')}: {machine()}.",
-        f"Medians of {args.runs} warm and {args.cold_runs} cold runs of whole processes; ratios to the import-torch "
-        "floor of the same run; peak RSS of the largest process and of the whole process tree (shared pages "
-        f"counted in each process). Load average (1 min) during the run: {min(loads):.1f} to {max(loads):.1f}.",
+        f"Medians of {args.runs} warm and {args.cold_runs} cold runs of whole processes; ratios to the median of the "
+        "import-torch floor runs interleaved with each command's (its own column); peak RSS of the largest process "
+        "and of the whole process tree (shared pages counted in each process). Load average (1 min) during the run: "
+        f"{min(loads):.1f} to {max(loads):.1f}.",
         "",
-        "| command | warm | × floor | peak RSS | tree peak RSS | cold | × floor | cold tree peak RSS |",
-        "|---|---|---|---|---|---|---|---|",
+        "| command | warm | × floor | peak RSS | tree peak RSS | cold | × floor | cold tree peak RSS | floor |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for label, (seconds, largest, tree), cold in rows:
+    for label, (seconds, largest, tree), cold, floor in rows:
         cold_cells = f"{cold[0]:.2f} s | {cold[0] / floor:.2f} | {cold[2]:.0f} MB" if cold else " | | "
         lines.append(
-            f"| `{label}` | {seconds:.2f} s | {seconds / floor:.2f} | {largest:.0f} MB | {tree:.0f} MB | {cold_cells} |"
+            f"| `{label}` | {seconds:.2f} s | {seconds / floor:.2f} | {largest:.0f} MB | {tree:.0f} MB | {cold_cells} "
+            f"| {floor:.2f} s |"
         )
     lines += [
         "",
@@ -210,7 +225,7 @@ def main() -> None:
         "| check | seconds | × floor |",
         "|---|---|---|",
         *(
-            f"| `{check_id}` | {seconds:.2f} | {seconds / floor:.2f} |"
+            f"| `{check_id}` | {seconds:.2f} | {seconds / whole_floor:.2f} |"
             for check_id, seconds in sorted(checks.items(), key=lambda item: -item[1])
         ),
     ]
