@@ -70,6 +70,22 @@ def pid(outcome) -> int:
     return fake_worker.identity(outcome.printed)[0]
 
 
+def lane_of(outcome) -> str:
+    """The lane that ran a check, told by its scratch directory's name (check-<lane>-<n>)."""
+    return fake_worker.identity(outcome.printed)[2].removeprefix("check-").rpartition("-")[0]
+
+
+def pids_by_lane(outcomes: dict) -> dict[str, set[int]]:
+    """The pids of the workers each lane's checks ran on."""
+    lanes: dict[str, set[int]] = {}
+    for outcome in outcomes.values():
+        lanes.setdefault(lane_of(outcome), set()).add(pid(outcome))
+    return lanes
+
+
+TWO_KINDS = [toy("toy.a"), toy("toy.s", reads_gpt2=False), toy("toy.b"), toy("toy.t", reads_gpt2=False)]
+
+
 def summary(outcomes: dict) -> dict[str, tuple[str, str]]:
     return {check_id: (outcome.ending, outcome.error) for check_id, outcome in outcomes.items()}
 
@@ -244,13 +260,10 @@ def test_paused_stops_the_workers_and_restarts_those_that_ran(tmp_path, monkeypa
 def test_checks_run_in_two_lanes_where_forks_and_cores_allow(tmp_path, monkeypatch, limits, cores, lanes):
     """Where forks and two cores allow, two workers take the checks from one schedule (`lanes.Schedule`); else one."""
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: cores)
-    checks = [toy("toy.a"), toy("toy.s", reads_gpt2=False), toy("toy.b"), toy("toy.t", reads_gpt2=False)]
-    outcomes = grade(tmp_path, {check.id: answer() for check in checks}, limits, checks=checks)
-    assert list(outcomes) == [check.id for check in checks]  # in the checks' order, whatever lane ran them
-    scratch = {check: fake_worker.identity(outcome.printed)[2] for check, outcome in outcomes.items()}
-    ran_in = {check: name.removeprefix("check-").rpartition("-")[0] for check, name in scratch.items()}
-    assert set(ran_in.values()) <= lanes and ran_in["toy.a"] == "gpt2"  # the first lane takes the first check
-    workers = {lane: {pid(outcomes[c]) for c in ran_in if ran_in[c] == lane} for lane in set(ran_in.values())}
+    outcomes = grade(tmp_path, {check.id: answer() for check in TWO_KINDS}, limits, checks=TWO_KINDS)
+    assert list(outcomes) == [check.id for check in TWO_KINDS]  # in the checks' order, whatever lane ran them
+    workers = pids_by_lane(outcomes)
+    assert set(workers) <= lanes and lane_of(outcomes["toy.a"]) == "gpt2"  # the first lane takes the first check
     assert all(len(pids) == 1 for pids in workers.values()) and len(set.union(*workers.values())) == len(workers)
 
 
@@ -325,18 +338,6 @@ def test_a_twin_nobody_took_ends_with_the_session(tmp_path, two_cores):
     twin_pid = wire.ready_pid(started.twin.stdout.readline())
     started.close()
     assert not alive(twin_pid)
-
-
-TWO_KINDS = [toy("toy.a"), toy("toy.s", reads_gpt2=False), toy("toy.b"), toy("toy.t", reads_gpt2=False)]
-
-
-def pids_by_lane(outcomes: dict) -> dict[str, set[int]]:
-    """The pids of the workers each lane's checks ran on, the lane told by the check's scratch directory."""
-    lanes: dict[str, set[int]] = {}
-    for outcome in outcomes.values():
-        worker, _, scratch = fake_worker.identity(outcome.printed)
-        lanes.setdefault(scratch.removeprefix("check-").rpartition("-")[0], set()).add(worker)
-    return lanes
 
 
 def alive(pid: int, within: float = 5.0) -> bool:

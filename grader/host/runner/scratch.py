@@ -13,6 +13,7 @@ from pathlib import Path
 
 SCRATCH_BYTES = 2**30  # a check's scratch where it is a tmpfs: four times what the grader reads of its outputs
 MS_NOSUID, MS_NODEV, MNT_DETACH = 2, 4, 2
+ON_ERROR = "onexc" if sys.version_info >= (3, 12) else "onerror"  # rmtree's onerror is deprecated from Python 3.12
 
 
 @contextlib.contextmanager
@@ -50,11 +51,11 @@ def remove_scratch(scratch: Path) -> None:
                     os.chmod(directory, 0o700)
         with contextlib.suppress(OSError):
             if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, onerror=opened_up)
+                shutil.rmtree(path, **{ON_ERROR: opened_up})
             else:
                 os.unlink(path)
 
-    shutil.rmtree(scratch, onerror=opened_up)
+    shutil.rmtree(scratch, **{ON_ERROR: opened_up})
 
 
 @functools.cache
