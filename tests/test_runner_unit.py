@@ -6,6 +6,7 @@ With the learner's real process: test_hostile.py, test_interrupt.py, test_lanes.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -30,7 +31,7 @@ from grader.host.runner import GPT2_LANE, STAND_IN_LANE, LearnerProcesses, Limit
 from grader.host.runner import lanes as lane_rules
 from grader.host.runner.scratch import remove_scratch
 from grader.host.verdict import STATUS_OF_ENDING, judge
-from grader.shared import wire
+from grader.shared import twin, wire
 
 pytestmark = pytest.mark.unit
 
@@ -308,12 +309,12 @@ def test_the_second_lane_runs_on_the_first_workers_twin(tmp_path, two_cores):
     steps = {"toy.a": answer(delay=0.3), "toy.s": answer(), "toy.b": answer(), "toy.t": answer()}
     with LearnerProcesses(FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
         outcomes = processes.run(tmp_path, TWO_KINDS, reference(tmp_path, steps))
-        first, twin = (processes.lanes[name].worker.process for name in (GPT2_LANE, STAND_IN_LANE))
+        first, second = (processes.lanes[name].worker.process for name in (GPT2_LANE, STAND_IN_LANE))
         twin_pid = pid(outcomes["toy.s"])
-        assert isinstance(twin, launch.Twin) and twin.poll() is None
+        assert isinstance(second, launch.Twin) and second.poll() is None
         assert pids_by_lane(outcomes) == {GPT2_LANE: {first.pid}, STAND_IN_LANE: {twin_pid}}
         assert twin_pid != first.pid and first.pid not in {p.pid for p in psutil.Process(twin_pid).parents()}
-    assert twin.pidfd is None and not alive(twin_pid)
+    assert second.pidfd is None and not alive(twin_pid)
 
 
 def test_a_twin_serves_on_when_its_sibling_dies(tmp_path, two_cores):
@@ -562,3 +563,20 @@ def removed_from(tmp_path: Path) -> None:
 
 
 NOBODY = 65534
+
+
+def test_a_worker_that_cannot_fork_its_twin_serves_alone(monkeypatch):
+    """The fork refused (a cap on processes): the twin's ends are closed, so the grader reads the end of its pipe and
+    the second lane starts a worker of its own; the first worker answers on its own channel."""
+    requests, twin_answers = os.pipe()
+    monkeypatch.setenv(twin.VARIABLE, f"{requests},{twin_answers}")
+
+    def refused() -> int:
+        raise BlockingIOError("fork: Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refused)
+    answers = io.StringIO()
+    assert twin.split(answers) is answers and twin.VARIABLE not in os.environ
+    for fd in (requests, twin_answers):
+        with pytest.raises(OSError):
+            os.fstat(fd)

@@ -24,15 +24,23 @@ def split(answers: TextIO) -> TextIO:
     if not fds:
         return answers
     requests, twin_answers = (int(fd) for fd in fds.split(","))
-    middle = os.fork()
-    if middle == 0:
-        if os.fork():
+    try:
+        middle = os.fork()
+    except OSError:  # no twin: the grader reads the end of its pipe, and the second lane starts a worker of its own
+        middle = None
+    if middle == 0:  # the middle process: it must end here, whatever happens
+        try:
+            twin = os.fork()
+        except OSError:
+            os._exit(1)
+        if twin:
             os._exit(0)
         os.dup2(requests, 0)
         os.close(requests)
         answers.close()
         return os.fdopen(twin_answers, "w")
-    os.waitpid(middle, 0)
+    if middle is not None:
+        os.waitpid(middle, 0)
     os.close(requests)
     os.close(twin_answers)
     return answers
