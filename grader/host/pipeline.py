@@ -76,17 +76,17 @@ class Judging:
         self.parts = {check.id: used_by(check.id, graph) & graded for check in checks}  # what its message may name
         self.judged: dict[str, CheckResult] = {}
         self.handed: set[str] = set()
-        self.judge = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
         self.verdicts: list[Future] = []
 
     def __enter__(self) -> Judging:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.judge.shutdown(wait=exc[0] is None, cancel_futures=True)
+        self.executor.shutdown(wait=exc[0] is None, cancel_futures=True)
 
     def __call__(self, check: Check, outcome: Outcome) -> None:
-        self.verdicts.append(self.judge.submit(self._judged, check, outcome))
+        self.verdicts.append(self.executor.submit(self._judged, check, outcome))
 
     def finished(self) -> dict[str, CheckResult]:
         """Every check's result, once the last is judged; an error a verdict raised, raised here."""

@@ -58,7 +58,7 @@ def run_check(request: Request, forked: bool, policy: sandbox.Policy | None = No
         ):
             if forked:  # counts each module's mapping of the weights, made later, not safetensors' own of the file
                 limit_memory(request.memory_bytes)
-            if forked and policy is not None:
+            if policy is not None:  # given to a fork only
                 sandbox.confine(policy)
             solutions = REPO_ROOT / "solutions"
             install_guards([] if package_path == solutions else [solutions])

@@ -51,13 +51,12 @@ class LearnerProcesses:
     def _start(self, names: list[str]) -> None:
         """The workers of these lanes started where they are not running: the first lane's with a twin, which
         the second lane takes."""
-        first = self.lane(GPT2_LANE)
-        if GPT2_LANE in names and first.worker is None:
+        if GPT2_LANE in names and self.lane(GPT2_LANE).worker is None:
             self._end_spare()
             process, self.spare = self.started.take_process(), self.started.take_twin()
             if process is None:
                 process, self.spare = start_learners(self.worker_command, self.log, twins_here())
-            first.start(process)
+            self.lane(GPT2_LANE).start(process)
         for name in names:
             lane = self.lane(name)
             if name != GPT2_LANE and lane.worker is None:
@@ -121,9 +120,8 @@ class LearnerProcesses:
                 failures.append(error)
                 schedule.cancel()
 
-        self._start(
-            names
-        )  # where a worker is not warm, it imports torch now (a twin: forks), while the first lane runs
+        # Where a worker is not warm, it imports torch now (a twin forks), while the first lane runs.
+        self._start(names)
         threads = [threading.Thread(target=run_lane, args=(name,), daemon=True) for name in names[1:]]
         try:
             for thread in threads:
