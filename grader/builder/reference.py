@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from grader.builder import corpus
 from grader.builder.tokenizer import offline_tokenizer
 from grader.shared.entry import PROGRESS_PREFIX
+from grader.shared.imports import collection_paused
 from grader.shared.types import counts_by_part
 
 if TYPE_CHECKING:
@@ -458,7 +459,8 @@ def main(argv: list[str] | None = None) -> int:
         progress("writing a seeded random GPT-2 small as a local model cache", 0.0)
         write_random_hub(args.random_hub)
     progress(f"loading {args.kind} with transformer_lens", 0.1)
-    ref = load(args.kind, args.seed)
+    with collection_paused():  # transformer_lens's import, the model's modules: all alive to the end
+        ref = load(args.kind, args.seed)
     write_entry(ref, args.out, progress)
     return 0
 

@@ -27,6 +27,7 @@ from grader.learner.package import LearnerPackage
 from grader.learner.weights import WeightsFile
 from grader.shared import sandbox, twin, wire
 from grader.shared.cgroup import CheckGroup
+from grader.shared.imports import collection_paused
 from grader.shared.paths import REPO_ROOT
 from grader.shared.wire import Request
 
@@ -278,12 +279,13 @@ def run_one(request: Request, answer_fd: int) -> wire.WorkerAnswer:
 
 def preload() -> None:
     """Import what nearly every exercise imports, once, before any fork."""
-    import psutil  # noqa: F401
-    import torch  # noqa: F401
+    with collection_paused():
+        import psutil  # noqa: F401
+        import torch  # noqa: F401
 
-    for name in ("einops", "jaxtyping", "safetensors.torch"):
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+        for name in ("einops", "jaxtyping", "safetensors.torch"):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
 
 
 def warm_imports(request: Request) -> None:
@@ -291,8 +293,11 @@ def warm_imports(request: Request) -> None:
     (`Check.warm_imports`): paid in every check's process otherwise. Grader and library code only, never the
     learner's."""
     driver = (request.target.driver or "").partition(":")[0]
-    for name in [driver] * bool(driver) + request.warm_imports:
-        importlib.import_module(name)
+    missing = [name for name in [driver] * bool(driver) + request.warm_imports if name not in sys.modules]
+    if missing:
+        with collection_paused():
+            for name in missing:
+                importlib.import_module(name)
 
 
 def answer_channel() -> TextIO:
