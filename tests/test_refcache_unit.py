@@ -2,13 +2,12 @@
 detects, which parts a grading reads, and what `--reference auto` decides (the hub and the Hugging Face cache
 stood in for: no network, no reference builder).
 
-Every digest is worked out here from the arrays written (sha256 of a tensor's bytes, of a header, of a file), not by
+Every digest is worked out here from the arrays written (BLAKE3 of a tensor's bytes, of a header, of a file), not by
 grader.shared.entry, so the entry's digest format is held too."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from blake3 import blake3
 from safetensors.numpy import save_file
 
 from grader.host import refcache
@@ -45,14 +45,14 @@ CASES = {
 VOCABULARY = ["!", '"']
 
 
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def digest(data: bytes) -> str:
+    return blake3(data).hexdigest()
 
 
 def header_digest(path: Path) -> str:
     """The digest of a safetensors file's header: its 8-byte size and the JSON it announces."""
     data = path.read_bytes()
-    return sha(data[: 8 + int.from_bytes(data[:8], "little")])
+    return digest(data[: 8 + int.from_bytes(data[:8], "little")])
 
 
 def write_entry(directory: Path, kind: str = "random") -> Path:
@@ -63,13 +63,13 @@ def write_entry(directory: Path, kind: str = "random") -> Path:
     for check, tensors in INPUTS.items():
         save_file(tensors, str(directory / "inputs" / f"{check}.safetensors"))
     (directory / "vocabulary.json").write_text(json.dumps(VOCABULARY))
-    digests = {"vocabulary.json": sha((directory / "vocabulary.json").read_bytes())}
+    digests = {"vocabulary.json": digest((directory / "vocabulary.json").read_bytes())}
     for file, tensors in (("weights.safetensors", WEIGHTS), ("expected.safetensors", EXPECTED)):
         digests[f"{file}:"] = header_digest(directory / file)
-        digests |= {f"{file}:{key}": sha(array.tobytes()) for key, array in tensors.items()}
+        digests |= {f"{file}:{key}": digest(array.tobytes()) for key, array in tensors.items()}
     for check in INPUTS:
         name = f"inputs/{check}.safetensors"
-        digests[name] = sha((directory / name).read_bytes())
+        digests[name] = digest((directory / name).read_bytes())
     meta = {"reference": kind, "seed": 0, "cases": CASES, "digests": digests}
     (directory / "meta.json").write_text(json.dumps(meta))
     return directory
