@@ -1,8 +1,8 @@
-"""Two lanes: two workers share a grading's checks, and two checks that hold GPT-2's data never run at once.
+"""Two lanes: two workers share a grading's checks, and two exclusive checks (most of GPT-2's) never run at once.
 
-A check that holds none of GPT-2's data may run beside any other: safe only if its inputs can tell no other check
-its expected outputs, and no other check's inputs its own: shown here on the reference cache itself, tensor by
-tensor. The verdicts are the same as in one lane."""
+A check that holds none of GPT-2's data, or only a part of GPT-2's weights (`Check.beside_gpt2`), may run beside any
+other: safe only if its inputs can tell no other check its expected outputs, and no other check's inputs its own:
+shown here on the reference cache itself, tensor by tensor, by value. The verdicts are the same as in one lane."""
 
 from __future__ import annotations
 
@@ -28,9 +28,10 @@ VARIANTS = {
 
 
 def digests(tensors: dict) -> set[str]:
-    """Each tensor's bytes, dtype and shape, hashed; scalars left out (a 1 or a 0 tells nothing)."""
+    """Each tensor's values, hashed whatever their shape and width (floats as float64, the rest as int64: a float32
+    input tells a float64 answer as well); scalars left out (a 1 or a 0 tells nothing)."""
     return {
-        hashlib.sha256(np.ascontiguousarray(t).tobytes() + str((t.dtype, t.shape)).encode()).hexdigest()
+        hashlib.sha256(np.asarray(t, np.float64 if np.asarray(t).dtype.kind == "f" else np.int64).tobytes()).hexdigest()
         for t in tensors.values()
         if np.asarray(t).size > 1
     }
@@ -55,18 +56,32 @@ def test_the_stand_in_lane_holds_nothing_of_gpt2s_and_tells_no_expected_output(r
         assert not digests(reference.inputs(check.id)) & others, check.id
 
 
+def test_gpt2s_checks_that_run_beside_another_map_a_part_and_tell_no_expected_output(reference):
+    checks = registry()
+    beside = [c for c in checks if c.reads_gpt2 and not c.exclusive]
+    assert beside
+    inputs = {c.id: digests(reference.inputs(c.id)) for c in checks}
+    expected = {c.id: digests(reference.expected(c.id)) for c in checks}
+    for check in beside:
+        assert all(case.weights != "" for case in reference.cases(check.id)), f"{check.id} maps the whole model"
+        others = [c for c in checks if c is not check]
+        assert not inputs[check.id] & set().union(*(expected[c.id] for c in others)), check.id
+        assert not expected[check.id] & set().union(*(inputs[c.id] for c in others)), check.id
+
+
 def test_two_lanes_only_where_forks_cores_and_a_stand_in_allow(monkeypatch):
     checks = list(registry())
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
     assert parallel(checks, Limits(fork=True))
     assert not parallel(checks, Limits(fork=False))  # no forks: one worker, replaced per package
-    assert not parallel([c for c in checks if c.reads_gpt2], Limits(fork=True))  # GPT-2's checks run one at a time
+    assert not parallel([c for c in checks if c.exclusive], Limits(fork=True))  # these run one at a time
+    assert parallel([c for c in checks if c.reads_gpt2], Limits(fork=True))  # a part of GPT-2 beside the chain
     assert parallel([c for c in checks if not c.reads_gpt2], Limits(fork=True))  # a save of sampling.py
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: 1)
     assert not parallel(checks, Limits(fork=True))
 
 
-def test_two_lanes_sharing_a_schedule_never_run_two_of_gpt2s_checks_at_once_and_import_once():
+def test_two_lanes_sharing_a_schedule_never_run_two_exclusive_checks_at_once_and_import_once():
     checks = list(registry())
     schedule, running, most, taken = Schedule(checks), [], [0], {}
     guard = threading.Lock()
@@ -75,7 +90,7 @@ def test_two_lanes_sharing_a_schedule_never_run_two_of_gpt2s_checks_at_once_and_
         while (check := schedule.take(name)) is not None:
             with guard:
                 running.append(check)
-                most[0] = max(most[0], sum(c.reads_gpt2 for c in running))
+                most[0] = max(most[0], sum(c.exclusive for c in running))
                 taken[check.id] = name
             time.sleep(0.001)
             with guard:
@@ -88,8 +103,8 @@ def test_two_lanes_sharing_a_schedule_never_run_two_of_gpt2s_checks_at_once_and_
     for thread in lanes:
         thread.join(timeout=30)
     assert most == [1] and sorted(taken) == sorted(c.id for c in checks)
-    gpt2 = [c.id for c in checks if c.reads_gpt2]
-    assert [i for i in taken if i in gpt2] == gpt2  # GPT-2's checks in the course's order
+    exclusive = [c.id for c in checks if c.exclusive]
+    assert [i for i in taken if i in exclusive] == exclusive  # the exclusive checks in the course's order
     warm = [c.id for c in checks if c.warm_imports]
     assert len(warm) >= 2 and len({taken[i] for i in warm}) == 1  # torch._dynamo imported by one worker only
 

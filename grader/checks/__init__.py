@@ -92,6 +92,10 @@ class Check:
     min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
     uses: tuple[str, ...] = ()  # the checks of the parts its target calls: a failure there is named first
     reads_gpt2: bool = True  # False: its cases hold none of GPT-2's weights or activations (runner.lanes.parallel)
+    # True: it reads a part of GPT-2's weights, not the whole model, its inputs hold no other check's expected output
+    # and no other check's inputs hold its own (tests/test_lanes.py holds the cache to it): it may run beside another
+    # of GPT-2's checks.
+    beside_gpt2: bool = False
     # Libraries its driver imports on first use, slow to import: imported once in the worker before the fork,
     # and the checks that need one run in the lane that imported it (runner.lanes.Schedule).
     warm_imports: tuple[str, ...] = ()
@@ -100,6 +104,13 @@ class Check:
     # grader's process so that the expected answer never enters the learner's.
     draws_again: Callable[[Any, Any], bool] | None = None
     page: str = ""  # its page of docs/course/ (e.g. "05-attention.md"): the module's PAGE, set by checks_in
+
+    @property
+    def exclusive(self) -> bool:
+        """Whether it runs only while no other exclusive check does (runner.lanes.Schedule): it reads GPT-2's data and
+        may not run beside another of GPT-2's checks: two such checks together could pass each other what one holds and
+        the other must answer, or each map the whole model."""
+        return self.reads_gpt2 and not self.beside_gpt2
 
 
 def on_stand_ins(checks: tuple[Check, ...]) -> tuple[Check, ...]:

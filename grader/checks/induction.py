@@ -532,6 +532,7 @@ CHECKS = (
         notes=ablation_cost_notes,
         expected_from=FROM_THE_MODEL,
         uses=("induction.per_token_loss",),
+        beside_gpt2=True,
     ),
     *on_stand_ins(
         (
@@ -555,5 +556,6 @@ CHECKS = (
         k_composition_cases,
         notes=which_models,
         expected_from=FROM_THE_MODEL,
+        beside_gpt2=True,
     ),
 )

@@ -311,6 +311,7 @@ CHECKS = (
         interp("qk_circuit", "head_circuit"),
         "a head's QK circuit",
         circuit_cases("qk"),
+        beside_gpt2=True,
     ),
     Check(
         "interp.ov_circuit",
@@ -319,6 +320,7 @@ CHECKS = (
         interp("ov_circuit", "head_circuit"),
         "a head's OV circuit",
         circuit_cases("ov"),
+        beside_gpt2=True,
     ),
     Check(
         "interp.fold_layernorm",
@@ -328,6 +330,7 @@ CHECKS = (
         "folding LayerNorm into the next map",
         fold_layernorm_cases,
         expected_from=EXACT,
+        beside_gpt2=True,
     ),
     Check(
         "interp.direct_path",
@@ -357,5 +360,6 @@ CHECKS = (
         erase_direction_cases,
         tolerance=Tolerance(atol=1e-5, rtol=1e-5),
         expected_from=EXACT,
+        beside_gpt2=True,
     ),
 )

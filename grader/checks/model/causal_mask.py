@@ -58,4 +58,5 @@ CHECK = Check(
     "causal mask",
     causal_mask_cases,
     comparison=causal_mask,
+    beside_gpt2=True,
 )

@@ -69,4 +69,5 @@ CHECK = Check(
     Target("embedding", "PosEmbed", driver=OFFSET_DRIVER),
     "positional embedding",
     pos_embed_cases,
+    beside_gpt2=True,
 )

@@ -142,14 +142,14 @@ def answer_limit(request: wire.Request) -> float:
 
 class Schedule:
     """The checks of one grading, handed to the lanes that share it as each lane comes free, in order, under two
-    rules. Two checks that read GPT-2's data (`Check.reads_gpt2`) never run at the same time: that makes two lanes
+    rules. Two exclusive checks (`Check.exclusive`: most of GPT-2's) never run at the same time: that makes two lanes
     safe. A check with warm imports runs in the lane that imported them first (`Check.warm_imports`): they are
-    paid once. A lane takes the first check of GPT-2's it may, else the first stand-in; it waits while only checks
-    it may not take are left."""
+    paid once. A lane takes the first exclusive check it may, else the first other one (they run beside the chain of
+    exclusive ones, which is the grading's longest); it waits while only checks it may not take are left."""
 
     def __init__(self, checks: list[Check]):
         self.pending = list(checks)
-        self.gpt2_running = 0
+        self.exclusive_running = 0
         self.started = False  # the first lane has taken its first check
         self.imported_by: dict[str, str] = {}  # a warm import -> the lane whose worker imported it
         self.changed = threading.Condition()
@@ -160,10 +160,10 @@ class Schedule:
         with self.changed:
             while self.pending:
                 allowed = [c for c in self.pending if self._may_take(lane, c)]
-                check = next((c for c in allowed if c.reads_gpt2), allowed[0] if allowed else None)
+                check = next((c for c in allowed if c.exclusive), allowed[0] if allowed else None)
                 if check is not None and (self.started or lane == GPT2_LANE):
                     self.pending.remove(check)
-                    self.gpt2_running += check.reads_gpt2
+                    self.exclusive_running += check.exclusive
                     self.imported_by |= {name: lane for name in check.warm_imports if name not in self.imported_by}
                     self.started = True
                     return check
@@ -171,12 +171,12 @@ class Schedule:
             return None
 
     def _may_take(self, lane: str, check: Check) -> bool:
-        exclusive = check.reads_gpt2 and self.gpt2_running
-        return not exclusive and all(self.imported_by.get(name, lane) == lane for name in check.warm_imports)
+        waits = check.exclusive and self.exclusive_running
+        return not waits and all(self.imported_by.get(name, lane) == lane for name in check.warm_imports)
 
     def done(self, check: Check) -> None:
         with self.changed:
-            self.gpt2_running -= check.reads_gpt2
+            self.exclusive_running -= check.exclusive
             self.changed.notify_all()
 
     def cancel(self) -> None:
@@ -188,6 +188,6 @@ class Schedule:
 
 def parallel(checks: list[Check], limits: Limits) -> bool:
     """Whether the checks run in two lanes sharing one `Schedule`: where checks run in forks, two cores are free
-    and two of the checks may run at the same time (at most one of them reads GPT-2's data: `Schedule`)."""
-    stand_ins = sum(not check.reads_gpt2 for check in checks)
-    return bool(limits.fork and stand_ins and len(checks) >= 2 and usable_cores() >= 2)
+    and two of the checks may run at the same time (at most one of them exclusive: `Schedule`)."""
+    beside = sum(not check.exclusive for check in checks)
+    return bool(limits.fork and beside and len(checks) >= 2 and usable_cores() >= 2)
