@@ -1,6 +1,6 @@
 """How long `grade --watch` takes from a save to the regraded check's line, on a warm worker.
 
-One `grade --watch layernorm attention sampling` runs under a pseudo-terminal, as a learner's would, on a
+One `grade --watch layernorm attention sampling transformer kv_cache training` runs under a pseudo-terminal, as a learner's would, on a
 copy of solutions/. Each sample writes one file (the solution, or a classic mistake in it) and
 times the write to the moment the check's line appears (or, for a whole
 save, the last line); the first sample of each row warms up
@@ -38,6 +38,9 @@ ROWS = (
     ),
     ("sampling.py, passing: its first check's line", "sampling.py", "sampling.greedy|sampling.temperature", None),
     ("sampling.py, passing: all 10 checks' lines", "sampling.py", None, None),
+    ("transformer, passing", "transformer.py", "transformer", None),
+    ("kv_cache, passing", "kv_cache.py", "kv_cache", None),
+    ("training.py, passing: the trainer's line", "training.py", "training.trainer", None),
 )
 
 
@@ -93,6 +96,9 @@ def main() -> None:
         "layernorm",
         "attention",
         "sampling",
+        "transformer",
+        "kv_cache",
+        "training",
     ]
     child = pexpect.spawn(sys.executable, command, cwd=str(REPO), env=env, encoding="utf-8", dimensions=(60, 300))
     child.timeout = 900  # the first report may build the reference cache
@@ -112,7 +118,7 @@ def main() -> None:
         SECTION,
         "",
         f"Measured by `bench/watch_latency.py` on {time.strftime('%Y-%m-%d')}: {machine()}.",
-        "One `grade --watch layernorm attention sampling` under a pseudo-terminal, `--reference random`; "
+        "One `grade --watch layernorm attention sampling transformer kv_cache training` under a pseudo-terminal, `--reference random`; "
         f"{args.saves} saves per row after one to warm up, each timed from the file's write to its check's line "
         "on the terminal (a whole save: to its last line). "
         f"Import-torch floor of the same run: {floor:.2f} s; load average {os.getloadavg()[0]:.1f} at the end.",
