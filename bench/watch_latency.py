@@ -1,7 +1,7 @@
 """How long `grade --watch` takes from a save to the regraded check's line, on a warm worker.
 
-One `grade --watch layernorm attention sampling transformer kv_cache training` runs under a pseudo-terminal, as a learner's would, on a
-copy of solutions/. Each sample writes one file (the solution, or a classic mistake in it) and
+One `grade --watch layernorm attention sampling transformer kv_cache training` runs under a pseudo-terminal, as a
+learner's would, on a copy of solutions/. Each sample writes one file (the solution, or a classic mistake in it) and
 times the write to the moment the check's line appears (or, for a whole
 save, the last line); the first sample of each row warms up
 and is left out. Beside it, the import-torch floor of the same run (`grade_speed.medians`).
@@ -118,7 +118,8 @@ def main() -> None:
         SECTION,
         "",
         f"Measured by `bench/watch_latency.py` on {time.strftime('%Y-%m-%d')}: {machine()}.",
-        "One `grade --watch layernorm attention sampling transformer kv_cache training` under a pseudo-terminal, `--reference random`; "
+        "One `grade --watch layernorm attention sampling transformer kv_cache training` under a pseudo-terminal, "
+        "`--reference random`; "
         f"{args.saves} saves per row after one to warm up, each timed from the file's write to its check's line "
         "on the terminal (a whole save: to its last line). "
         f"Import-torch floor of the same run: {floor:.2f} s; load average {os.getloadavg()[0]:.1f} at the end.",
