@@ -153,9 +153,10 @@ class PrintedOutput:
 
 
 def check_process(
-    request: Request, answer_fd: int, printed: PrintedOutput, group: CheckGroup | None, policy: sandbox.Policy | None
+    answer_fd: int, printed: PrintedOutput, group: CheckGroup | None, requested: Callable[[], Request]
 ) -> None:
-    """The forked child: into its group, its output into the pipe, the caps, the sandbox, the check; never returns."""
+    """The forked child: into its group, its output into the pipe, the caps; then its request (`requested`: the one
+    at hand, or the one a spare waits for), the sandbox, the check; never returns."""
     try:
         if group is not None:
             group.join()  # first: everything the check allocates from here on is charged to its group
@@ -168,10 +169,63 @@ def check_process(
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
         limit_files()
+        request = requested()
         use_scratch_for_temporary_files(Path(request.scratch))
-        run_check(request, forked=True, policy=policy)
+        run_check(request, forked=True, policy=policy_for(request))
     finally:
         os._exit(0)
+
+
+def policy_for(request: Request) -> sandbox.Policy | None:
+    """The check's sandbox, where it has one: worked out from what this process keeps from one check to the next
+    (`sandbox.package_ruleset`), so that the fork server's own call before the fork leaves its check's nothing to do."""
+    return sandbox.policy_for(Path(request.package).resolve(), Path(request.scratch)) if request.sandbox else None
+
+
+class Spare:
+    """The next check's process, forked ahead of its request once the last check's answer is written, while the
+    grader reads it: by the request, it has forked and joined its cgroup (a cgroup v1 move waits out an RCU grace
+    period: 5 to 25 ms here), and waits on a pipe. It takes only a request it is the same process for: one of the
+    memory limit its group has, for which the fork server imports nothing more (`warm_imports`): any other, and it is
+    ended and the check forked anew. It gets its sandbox from its request as any check's process does: its caches
+    are the fork server's as they were at the fork, and any rule they lack it works out itself."""
+
+    def __init__(self, memory_bytes: int, answer_fd: int):
+        self.memory_bytes = memory_bytes
+        self.group = CheckGroup.make(next(_check_numbers), memory_bytes, sandbox.CHECK_PROCESSES)
+        self.printed = PrintedOutput()
+        request_end, self.requests = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self.requests)
+            check_process(answer_fd, self.printed, self.group, lambda: waited_for(request_end))
+        os.close(request_end)
+        os.close(self.printed.write_end)
+
+    def fits(self, request: Request) -> bool:
+        return request.fork and request.memory_bytes == self.memory_bytes
+
+    def start(self, request: Request) -> None:
+        """The request written to the spare; should it have died waiting, `supervise` reads how it ended."""
+        with contextlib.suppress(BrokenPipeError), os.fdopen(self.requests, "w") as pipe:
+            pipe.write(request.to_json())
+
+    def end(self) -> None:
+        """Ended unused: its pipe closes with no request, and it exits."""
+        os.close(self.requests)
+        os.waitpid(self.pid, 0)
+        self.printed.close()
+        if self.group is not None:
+            self.group.remove()
+
+
+def waited_for(request_end: int) -> Request:
+    """A spare's request, once the fork server writes it; none (the pipe closed empty): the spare is not needed."""
+    with os.fdopen(request_end) as pipe:
+        line = pipe.read()
+    if not line:
+        os._exit(0)
+    return wire.parse_request(line)
 
 
 def supervise(pid: int, request: Request, printed: PrintedOutput, group: CheckGroup | None) -> wire.WorkerAnswer:
@@ -256,25 +310,24 @@ def exit_reason(status: int) -> str:
     return f"the check's process exited with code {os.WEXITSTATUS(status)} before answering (sys.exit or os._exit?)"
 
 
-def run_one(request: Request, answer_fd: int) -> wire.WorkerAnswer:
-    warm_imports(request)
+def run_one(request: Request, answer_fd: int, spare: Spare | None = None) -> wire.WorkerAnswer:
+    """The check's answer: run here, or in a fork of its own (`spare`, where it fits; ended where it does not)."""
+    imported = warm_imports(request)  # then the spare, forked before, does not have them
+    if spare is not None and (imported or not spare.fits(request)):
+        spare.end()
+        spare = None
     if not request.fork:  # the check runs here; the grader restarts this process for the next package
         run_check(request, forked=False)
         sandbox.end_descendants()
         return wire.WorkerAnswer("answered")
-    # Worked out here, where most of it is kept from one check to the next (`sandbox.package_ruleset`).
-    policy = sandbox.policy_for(Path(request.package).resolve(), Path(request.scratch)) if request.sandbox else None
-    group = CheckGroup.make(next(_check_numbers), request.memory_bytes, sandbox.CHECK_PROCESSES)
-    printed = PrintedOutput()
+    policy_for(request)  # what this process keeps for the package: its next spare inherits it
+    spare = spare or Spare(request.memory_bytes, answer_fd)
     try:
-        pid = os.fork()
-        if pid == 0:
-            check_process(request, answer_fd, printed, group, policy)
-        os.close(printed.write_end)
-        return supervise(pid, request, printed, group)
+        spare.start(request)
+        return supervise(spare.pid, request, spare.printed, spare.group)
     finally:
-        if group is not None:
-            group.remove()
+        if spare.group is not None:
+            spare.group.remove()
 
 
 def preload() -> None:
@@ -288,16 +341,17 @@ def preload() -> None:
                 importlib.import_module(name)
 
 
-def warm_imports(request: Request) -> None:
+def warm_imports(request: Request) -> bool:
     """Import, once and before the fork, the check's driver and what the code it drives imports anyway
     (`Check.warm_imports`): paid in every check's process otherwise. Grader and library code only, never the
-    learner's."""
+    learner's. Whether any was imported now."""
     driver = (request.target.driver or "").partition(":")[0]
     missing = [name for name in [driver] * bool(driver) + request.warm_imports if name not in sys.modules]
     if missing:
         with collection_paused():
             for name in missing:
                 importlib.import_module(name)
+    return bool(missing)
 
 
 def answer_channel() -> TextIO:
@@ -320,7 +374,14 @@ def serve() -> None:
     sandbox.become_subreaper()
     answers.write(wire.ready_line(os.getpid()) + "\n")
     answers.flush()
+    spare = None
     for line in sys.stdin:
-        answer = run_one(wire.parse_request(line), answers.fileno())
+        request = wire.parse_request(line)
+        answer = run_one(request, answers.fileno(), spare)
         answers.write(answer.to_json() + "\n")
         answers.flush()
+        # The next check's process, forked while the grader reads this answer; ended unused if the next request
+        # does not fit it, or when the grader is gone.
+        spare = Spare(request.memory_bytes, answers.fileno()) if request.fork else None
+    if spare is not None:
+        spare.end()
