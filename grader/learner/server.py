@@ -177,8 +177,10 @@ def check_process(
 
 
 def policy_for(request: Request) -> sandbox.Policy | None:
-    """The check's sandbox, where it has one: worked out from what this process keeps from one check to the next
-    (`sandbox.package_ruleset`), so that the fork server's own call before the fork leaves its check's nothing to do."""
+    """The check's sandbox, where it has one. The fork server works it out for each request, keeping the package's
+    rules from one check to the next (`sandbox.allow_lists`, `sandbox.package_ruleset`); the check's process works it
+    out again from the copy it was forked with: nothing to do where that copy has the package's rules, and only a
+    spare forked before a new package's first request makes them itself."""
     return sandbox.policy_for(Path(request.package).resolve(), Path(request.scratch)) if request.sandbox else None
 
 

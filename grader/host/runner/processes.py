@@ -17,8 +17,8 @@ from grader.host.runner.request import Limits
 
 
 class LearnerProcesses:
-    """A lane (a worker and its checks) for the checks that read GPT-2's data and, where they can run beside
-    it, one for those that do not. Entered, it starts the first lane's worker at once (`start_for` the second's,
+    """A lane (a worker and its checks) and, where two checks may run at once (`lanes.parallel`), a second one
+    sharing the grading's `Schedule`. Entered, it starts the first lane's worker at once (`start_for` the second's,
     once the checks are known): torch is imported while the grader reads the reference. The second lane's worker
     is the first's twin where it has one (`grader.shared.twin`), else a process of its own. Each worker runs
     `worker_command`: the learner's process, or a stand-in that speaks the wire format (the unit tier's
