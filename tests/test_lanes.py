@@ -30,38 +30,49 @@ VARIANTS = {
 def digests(tensors: dict) -> set[str]:
     """Each tensor's values, hashed whatever their shape and width (floats as float64, the rest as int64: a float32
     input tells a float64 answer as well); scalars left out (a 1 or a 0 tells nothing)."""
+    arrays = (np.asarray(t) for t in tensors.values())
     return {
-        hashlib.sha256(np.asarray(t, np.float64 if np.asarray(t).dtype.kind == "f" else np.int64).tobytes()).hexdigest()
-        for t in tensors.values()
-        if np.asarray(t).size > 1
+        hashlib.sha256(np.asarray(a, np.float64 if a.dtype.kind == "f" else np.int64).tobytes()).hexdigest()
+        for a in arrays
+        if a.size > 1
     }
 
 
-def test_the_stand_in_lane_holds_nothing_of_gpt2s_and_tells_no_expected_output(reference):
+@pytest.fixture(scope="module")
+def held(reference) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Each check's input digests and expected-output digests, by check id: read once for the module's tests."""
     checks = registry()
+    return (
+        {c.id: digests(reference.inputs(c.id)) for c in checks},
+        {c.id: digests(reference.expected(c.id)) for c in checks},
+    )
+
+
+def test_the_stand_in_lane_holds_nothing_of_gpt2s_and_tells_no_expected_output(reference, held):
+    checks = registry()
+    inputs, expected = held
     stand_ins = [c for c in checks if not c.reads_gpt2]
     gpt2 = [c for c in checks if c.reads_gpt2]
     assert stand_ins and gpt2
     for check in stand_ins:  # no case loads GPT-2's weights
         assert all(case.weights is None for case in reference.cases(check.id)), check.id
-    lane_inputs = {lane: set().union(*(digests(reference.inputs(c.id)) for c in group)) for lane, group in
+    lane_inputs = {lane: set().union(*(inputs[c.id] for c in group)) for lane, group in
                    (("gpt2", gpt2), ("stand-ins", stand_ins))}  # fmt: skip
-    lane_expected = {lane: set().union(*(digests(reference.expected(c.id)) for c in group)) for lane, group in
+    lane_expected = {lane: set().union(*(expected[c.id] for c in group)) for lane, group in
                      (("gpt2", gpt2), ("stand-ins", stand_ins))}  # fmt: skip
     assert not lane_inputs["stand-ins"] & lane_expected["gpt2"]
     assert not lane_inputs["gpt2"] & lane_expected["stand-ins"]
     assert not lane_inputs["stand-ins"] & digests(load_file(str(reference.weights_path)))
     for check in stand_ins:  # two stand-ins may run at the same time too
-        others = set().union(*(digests(reference.expected(c.id)) for c in stand_ins if c is not check))
-        assert not digests(reference.inputs(check.id)) & others, check.id
+        others = set().union(*(expected[c.id] for c in stand_ins if c is not check))
+        assert not inputs[check.id] & others, check.id
 
 
-def test_gpt2s_checks_that_run_beside_another_map_a_part_and_tell_no_expected_output(reference):
+def test_gpt2s_checks_that_run_beside_another_map_a_part_and_tell_no_expected_output(reference, held):
     checks = registry()
+    inputs, expected = held
     beside = [c for c in checks if c.reads_gpt2 and not c.exclusive]
     assert beside
-    inputs = {c.id: digests(reference.inputs(c.id)) for c in checks}
-    expected = {c.id: digests(reference.expected(c.id)) for c in checks}
     for check in beside:
         assert all(case.weights != "" for case in reference.cases(check.id)), f"{check.id} maps the whole model"
         others = [c for c in checks if c is not check]
