@@ -22,6 +22,9 @@ Per check, in seconds (medians over the runs):
 - reply: the grader reading the reply and tensors back (`outcome_of`)
 - judge: compare and diagnose (`verdict.judge`)
 
+Then the last run's lanes: which lane ran which check when, from the start of `grade_package` (the worker is ready
+by then), and each lane's busy and idle time: where the grading's wall time goes when two checks run at once.
+
     .venv/bin/python bench/check_breakdown.py [--runs 3] [--checks ID ...] [--out bench/results.md]
 """
 
@@ -130,8 +133,8 @@ class Clock:
         setattr(owner, name, wrapped)
 
 
-def one_run(checks_wanted: list[str]) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, str]]:
-    """Per check its stages' seconds; the whole run's own stages; each check's status."""
+def one_run(checks_wanted: list[str]) -> dict:
+    """Per check its stages' seconds; the whole run's own stages; each check's status; the lanes' timeline."""
     started = time.monotonic()
     overhead: dict[str, float] = {}
     from grader.checks import select
@@ -160,7 +163,13 @@ def one_run(checks_wanted: list[str]) -> tuple[dict[str, dict[str, float]], dict
             clock.mark(request.check, "got")
 
     lanes.Lane._ask = timed_ask
-    clock.around(lanes.Lane, "_run_one", "prepare", "done", lambda self, package, check, reference: check.id)
+    lane_of: dict[str, str] = {}
+
+    def run_by(lane, package, check, reference) -> str:
+        lane_of[check.id] = lane.name
+        return check.id
+
+    clock.around(lanes.Lane, "_run_one", "prepare", "done", run_by)
     clock.around(lanes, "outcome_of", "read", "read_done", lambda *a: current.get(id(a[2]), "?"))
     request_for = lanes.request_for
 
@@ -201,7 +210,13 @@ def one_run(checks_wanted: list[str]) -> tuple[dict[str, dict[str, float]], dict
         events[c.id]["done"] - events[c.id]["prepare"] for c in checks if c.id in events
     )  # summed over both lanes: more than the wall time where two run at once
     overhead["judging (all checks)"] = sum(stages[c.id]["judge"] for c in checks)
-    return stages, overhead, {result.id: result.status for result in report.checks}
+    timeline = [
+        [lane_of[c.id], c.id, events[c.id]["prepare"] - graded, events[c.id]["done"] - graded]
+        for c in checks
+        if "prepare" in events[c.id] and "done" in events[c.id]
+    ]
+    statuses = {result.id: result.status for result in report.checks}
+    return {"stages": stages, "overhead": overhead, "statuses": statuses, "timeline": timeline}
 
 
 def summed(learner: list[dict]) -> dict[str, dict[str, float]]:
@@ -254,6 +269,20 @@ def table(per_run: list[dict[str, dict[str, float]]], statuses: dict[str, str]) 
     return lines
 
 
+def lane_table(timeline: list[list]) -> list[str]:
+    """The last run's checks by lane, in the order each lane ran them; seconds from the start of grade_package."""
+    end = max(finished for *_, finished in timeline)
+    lines = ["The last run's lanes (seconds from the start of grade_package):", ""]
+    for lane in sorted({row[0] for row in timeline}):
+        rows = sorted((row for row in timeline if row[0] == lane), key=lambda row: row[2])
+        busy = sum(finished - started for _, _, started, finished in rows)
+        lines.append(
+            f"- `{lane}`: busy {busy:.2f} s of {end:.2f} s; "
+            + ", ".join(f"`{check}` {started:.2f} to {finished:.2f}" for _, check, started, finished in rows)
+        )
+    return lines
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--worker"]:
         _worker()
@@ -265,8 +294,7 @@ def main() -> None:
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # one run, as JSON on stdout
     args = parser.parse_args()
     if args.one:
-        stages, overhead, statuses = one_run(args.checks)
-        print(json.dumps({"stages": stages, "overhead": overhead, "statuses": statuses}))
+        print(json.dumps(one_run(args.checks)))
         return
     import subprocess
 
@@ -298,6 +326,8 @@ def main() -> None:
         "| stage | seconds |",
         "|---|---|",
         *(f"| {key} | {value:.3f} |" for key, value in overhead.items()),
+        "",
+        *lane_table(runs[-1]["timeline"]),
     ]
     print("\n".join(lines))
     if args.out:
