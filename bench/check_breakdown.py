@@ -206,15 +206,14 @@ def one_run(checks_wanted: list[str]) -> dict:
         events[event["check"]].setdefault(event["event"], event["t"])  # the first of each; repeated ones: `summed`
     sums = summed(learner)
     stages = {check.id: stages_of(events[check.id], sums.get(check.id, {})) for check in checks}
-    overhead["checks' lanes (wall)"] = sum(
-        events[c.id]["done"] - events[c.id]["prepare"] for c in checks if c.id in events
-    )  # summed over both lanes: more than the wall time where two run at once
-    overhead["judging (all checks)"] = sum(stages[c.id]["judge"] for c in checks)
     timeline = [
         [lane_of[c.id], c.id, events[c.id]["prepare"] - graded, events[c.id]["done"] - graded]
         for c in checks
         if "prepare" in events[c.id] and "done" in events[c.id]
     ]
+    # Summed over both lanes: more than the wall time where two run at once.
+    overhead["checks' lanes (wall)"] = sum(finished - started for *_, started, finished in timeline)
+    overhead["judging (all checks)"] = sum(stages[c.id]["judge"] for c in checks)
     statuses = {result.id: result.status for result in report.checks}
     return {"stages": stages, "overhead": overhead, "statuses": statuses, "timeline": timeline}
 
