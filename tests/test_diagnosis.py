@@ -190,7 +190,7 @@ def test_the_grader_attention_equals_gpt2s_when_no_switch_is_flipped(reference):
     (attention,) = [check for check in registry() if check.id == "attention"]
     for case in reference.cases("attention"):
         name, layer = case.name, case.weights
-        q, k, v = (torch.from_numpy(expected[wire.STEP.format(case=name, label=step)]) for step in ("q", "k", "v"))
+        q, k, v = (torch.tensor(expected[wire.STEP.format(case=name, label=step)]) for step in ("q", "k", "v"))
         W_O, b_O = torch.from_numpy(weights[f"{layer}W_O"]), torch.from_numpy(weights[f"{layer}b_O"])
         ours = attend(q, k, v, W_O, b_O, scale=float(q.shape[-1]) ** 0.5).numpy()
         assert close(ours, expected[name], attention.tolerance), name

@@ -109,6 +109,38 @@ def test_a_sound_entry_reads_with_its_cases_and_tensors(entry):
     assert data.vocabulary() == VOCABULARY
 
 
+def test_expected_tensors_are_read_only_views_in_the_dtypes_and_shapes_written(tmp_path):
+    written = {
+        "a/x": np.linspace(0, 1, 6).reshape(2, 3),
+        "a/text": np.frombuffer(b"hello", np.uint8),
+        "a/count": np.array(7, np.int64),
+        "a/none": np.zeros((0, 3), F32),
+        "ab/x": np.ones(2, F32),  # another check's: its id only begins like this one's
+    }
+    save_file(written, str(tmp_path / "expected.safetensors"))
+    read = refcache.mapped_tensors(tmp_path / "expected.safetensors", "a/")
+    assert sorted(read) == ["a/count", "a/none", "a/text", "a/x"]
+    for key, value in read.items():
+        assert (value.dtype, value.shape) == (written[key].dtype, written[key].shape), key
+        np.testing.assert_array_equal(value, written[key])
+        assert not value.flags.writeable, key
+
+
+def raw_safetensors(path: Path, header, data: bytes) -> None:
+    text = json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + data)
+
+
+def test_a_tensor_numpy_cannot_hold_or_a_header_that_is_no_table_is_refused(tmp_path):
+    path = tmp_path / "expected.safetensors"
+    raw_safetensors(path, {"a/x": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}}, b"\0\0")
+    with pytest.raises(ValueError, match="a/x is BF16, a dtype NumPy cannot read"):
+        refcache.mapped_tensors(path, "a/")
+    raw_safetensors(path, [1, 2], b"")
+    with pytest.raises(ValueError, match="not a safetensors header"):
+        refcache.mapped_tensors(path, "a/")
+
+
 @pytest.mark.parametrize("name", ["weights.safetensors", "expected.safetensors", "vocabulary.json", "meta.json"])
 def test_a_missing_file_is_named(entry, name):
     (entry / name).unlink()

@@ -58,19 +58,25 @@ def entry_digests(directory: Path) -> dict[str, str]:
 def safetensors_layout(handle) -> tuple[bytes, dict[str, tuple[int, int]]]:
     """A safetensors file's header bytes and where each tensor's bytes lie in the file; raises ValueError
     for a header that cannot be one (a header is read before it is verified)."""
+    header, start, entries = safetensors_header(handle)
+    spans = {
+        key: (start + entry["data_offsets"][0], start + entry["data_offsets"][1]) for key, entry in entries.items()
+    }
+    return header, spans
+
+
+def safetensors_header(handle) -> tuple[bytes, int, dict[str, dict]]:
+    """A safetensors file's header bytes, where its data begins, and each tensor's entry (dtype, shape, data_offsets
+    from that beginning); raises ValueError for a header that cannot be one."""
     size_field = handle.read(8)
     size = int.from_bytes(size_field, "little") if len(size_field) == 8 else -1
     if not 0 < size <= min(MAX_HEADER_BYTES, os.fstat(handle.fileno()).st_size - 8):
         raise ValueError("not a safetensors header")
     body = handle.read(size)
-    entries = json.loads(body)
-    start = 8 + size
-    spans = {
-        key: (start + entry["data_offsets"][0], start + entry["data_offsets"][1])
-        for key, entry in entries.items()
-        if key != "__metadata__"
-    }
-    return size_field + body, spans
+    parsed = json.loads(body)
+    if not isinstance(parsed, dict):
+        raise ValueError("not a safetensors header")
+    return size_field + body, 8 + size, {key: entry for key, entry in parsed.items() if key != "__metadata__"}
 
 
 def span_digest(handle, span: tuple[int, int]) -> str:
