@@ -393,6 +393,20 @@ def test_checks_with_warm_imports_run_in_the_lane_that_imported_them_first():
     assert [check.id for check in taken] == ["toy.a", "toy.b", "toy.c"] and other == [None]
 
 
+def test_a_lane_that_asks_before_the_first_takes_a_check_once_the_first_lane_has_its_own():
+    """The first check goes to the first lane; a second lane that asked earlier is woken by that take, not left
+    waiting until the first check is done."""
+    schedule = lane_rules.Schedule([toy("toy.a"), toy("toy.s", reads_gpt2=False)])
+    other: list = []
+    waiting = threading.Thread(target=lambda: other.append(schedule.take(STAND_IN_LANE)), daemon=True)
+    waiting.start()
+    waiting.join(timeout=0.2)
+    assert waiting.is_alive()  # nothing for it before the first lane's first
+    first = schedule.take(GPT2_LANE)
+    waiting.join(timeout=5)
+    assert first.id == "toy.a" and [check.id for check in other] == ["toy.s"]  # toy.a is still running
+
+
 def test_the_verdict_of_each_ending(tmp_path):
     """What the runner made of each ending, judged: only an answered check is compared; the others' status is
     verdict.STATUS_OF_ENDING's."""

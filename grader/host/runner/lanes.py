@@ -165,7 +165,9 @@ class Schedule:
                     self.pending.remove(check)
                     self.exclusive_running += check.exclusive
                     self.imported_by |= {name: lane for name in check.warm_imports if name not in self.imported_by}
-                    self.started = True
+                    if not self.started:  # a lane that asked before the first may take a check now
+                        self.started = True
+                        self.changed.notify_all()
                     return check
                 self.changed.wait()
             return None
