@@ -44,7 +44,12 @@ def page_of(check_id: str) -> str | None:
     an id no page covers (a report built by hand)."""
     from grader.checks import registry
 
-    return next((f"{COURSE_DIR}/{check.page}" for check in registry() if check.id == check_id and check.page), None)
+    return next((page_path(check) for check in registry() if check.id == check_id), None)
+
+
+def page_path(check: Check) -> str | None:
+    """The page that covers `check`, as `page_of` names it."""
+    return f"{COURSE_DIR}/{check.page}" if check.page else None
 
 
 class StalePage(ValueError):

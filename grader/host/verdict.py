@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
 from grader.checks import Check
+from grader.host.course import page_path
 from grader.host.diagnose import Candidate, expected_shape, first_divergence, matching_mistake
 from grader.host.figures import all_figures, difference
 from grader.host.refcache import ReferenceData
@@ -149,6 +150,7 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
         target=check.target.label,
         printed=list(outcome.printed),
         figures=diagnosis.figures | all_figures(evidence),
+        page=page_path(check),
     )
     return replace(result, next_step=next_step(check, result, evidence.expected_from, where))
 
