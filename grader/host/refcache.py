@@ -103,8 +103,8 @@ def mapped_tensors(path: Path, prefix: str) -> dict:
         if numpy_name is None:  # never one of the builder's: it writes float and integer tensors
             raise ValueError(f"{path.name}: {key} is {entry['dtype']}, a dtype NumPy cannot read")
         dtype = np.dtype(numpy_name)
-        tensors[key] = np.frombuffer(mapping, dtype, (end - begin) // dtype.itemsize, start + begin)
-        tensors[key] = tensors[key].reshape(entry["shape"])
+        count = (end - begin) // dtype.itemsize
+        tensors[key] = np.frombuffer(mapping, dtype, count, start + begin).reshape(entry["shape"])
     return tensors
 
 
