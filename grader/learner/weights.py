@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import difflib
-import json
 import mmap
-import struct
 from typing import Callable, NamedTuple
 
+from grader.shared.entry import safetensors_header
 from grader.shared.wire import WeightFacts
 
 RANDOM_FILLS = ("normal_", "uniform_", "bernoulli_", "exponential_", "cauchy_", "log_normal_", "geometric_", "random_")
@@ -84,8 +83,8 @@ class WeightsFile:
     Each module gets a private copy-on-write mapping of the file (ACCESS_COPY): its parameters use GPT-2's
     values where they lie, in the page cache, instead of a 500 MB copy each time the whole model is built,
     and what the learner's code writes into them stays in that module's own pages. The offsets come from
-    the safetensors header (8 bytes of length, then JSON), which the library does not expose. Opened
-    before the check's process is confined.
+    the safetensors header (`entry.safetensors_header`: the library does not expose them). Opened before the
+    check's process is confined.
     """
 
     DTYPES = {"F32": "float32", "F64": "float64", "F16": "float16", "BF16": "bfloat16", "I64": "int64"}
@@ -93,9 +92,7 @@ class WeightsFile:
     def __init__(self, path: str, handle):
         self.handle = handle
         self.file = open(path, "rb")
-        (size,) = struct.unpack("<Q", self.file.read(8))
-        self.entries = {key: entry for key, entry in json.loads(self.file.read(size)).items() if key != "__metadata__"}
-        self.data_start = 8 + size
+        _, self.data_start, self.entries = safetensors_header(self.file)
 
     def keys(self) -> list[str]:
         return list(self.entries)
