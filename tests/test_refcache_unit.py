@@ -267,6 +267,13 @@ def test_a_changed_answer_and_a_changed_vocabulary_break_the_seal(entry, confine
     )
 
 
+def test_a_header_rewritten_as_json_that_is_no_table_breaks_the_seal(entry, confined):
+    """Read before it is verified: a header that is JSON but no table is a part that does not verify, not a crash."""
+    data = read_entry(entry, "random")
+    raw_safetensors(entry / "expected.safetensors", [1, 2], b"")
+    assert Seal(data, ["embed"]).broken() == "expected.safetensors is not what the reference builder wrote"
+
+
 def test_a_file_written_while_the_checks_run_breaks_the_seal(entry, confined):
     seal = Seal(read_entry(entry, "random"), ["embed"])
     path = entry / "inputs" / "attention.safetensors"  # not even a file these checks read
