@@ -17,7 +17,6 @@ TEST_WORKERS ?= 2
 # it regenerates exercises/ from solutions/, overwriting the stubs there.
 RELEASE_DIR ?= ../gpt2-learner
 GRADESCOPE_ZIP ?= autograder.zip
-WORKFLOW ?= classroom
 NOTEBOOKS_DIR ?= course/source/gpt2
 COURSE_DIR ?= course
 SUBMISSIONS ?= submissions
@@ -55,7 +54,7 @@ lint: $(VENV)/.installed-dev
 	$(PY) -m ruff check .
 
 release: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.release $(RELEASE_DIR) --workflow $(WORKFLOW)
+	$(PY) -m grader.host.release $(RELEASE_DIR)
 
 # Gradescope's autograder zip: the learner repository with setup.sh and run_autograder.
 gradescope: $(VENV)/.installed-instructor

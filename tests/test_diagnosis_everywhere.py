@@ -21,13 +21,14 @@ from conftest import by_id, write_variant
 from junitparser import JUnitXml
 from markdown_it import MarkdownIt
 from rich.console import Console
+from test_classroom50 import RUNNER as CLASSROOM50_RUNNER
 from test_interp import MISTAKES as INTERP_MISTAKES
 from test_mistakes import MISTAKES
-from test_render_formats import WORKSPACE, classroom_result, runner_command, schema
+from test_render_formats import WORKSPACE, runner_command, schema
 from test_sampling import MISTAKES as SAMPLING_MISTAKES
 from test_training import MISTAKES as TRAINING_MISTAKES
 
-from grader.host.render import github, gradescope, html, junit, text
+from grader.host.render import classroom50, github, gradescope, html, junit, text
 from grader.host.render import json as json_render
 from grader.host.results import CheckResult, Report
 
@@ -119,10 +120,14 @@ def shown_in_annotation(report: Report) -> str:
     return error
 
 
-def shown_in_classroom(report: Report) -> str:
-    result = classroom_result(github.output(report, WORKSPACE))
-    jsonschema.validate(result, schema("classroom-result.schema.json"))
+def shown_in_classroom50(report: Report) -> str:
+    result = classroom50.result(report, CLASSROOM50_RUNNER, WORKSPACE)
+    jsonschema.validate(result, schema("classroom50-result.schema.json"))
     return result["tests"][0]["message"]
+
+
+def shown_in_classroom50_release(report: Report) -> str:
+    return markdown_text(classroom50.release_body(report))
 
 
 def shown_in_gradescope(report: Report) -> str:
@@ -169,7 +174,8 @@ FORMATS = {
     "junit": shown_as_junit,
     "github summary": shown_in_summary,
     "github annotation": shown_in_annotation,
-    "classroom": shown_in_classroom,
+    "classroom50": shown_in_classroom50,
+    "classroom50 release notes": shown_in_classroom50_release,
     "gradescope": shown_in_gradescope,
     "html": shown_in_html,
 }
@@ -225,7 +231,7 @@ def test_every_format_shows_message_where_and_next_in_order(form):
     assert_in_order(FORMATS[form](alone(HAND_BUILT)), HAND_BUILT_LINES)
 
 
-@pytest.mark.parametrize("form", ["junit", "github annotation", "classroom"])
+@pytest.mark.parametrize("form", ["junit", "github annotation", "classroom50"])
 def test_plain_text_formats_give_the_diagnosis_one_line_each(form):
     """Where a reader shows text as it is, the three lines are exactly the lines shown."""
     assert FORMATS[form](alone(HAND_BUILT)).splitlines() == HAND_BUILT_LINES

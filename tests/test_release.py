@@ -121,10 +121,8 @@ def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
     )
     for path in SOLUTIONS.glob("*.py"):  # the stubs, as grader.host.stubs makes them (tested in test_stubs)
         assert (release / "exercises" / path.name).read_text() == strip_solutions(path.read_text())
-    # A Classroom template by default: classroom.yml alone, as Classroom grades by the first workflow to finish.
-    assert [name for name in released if name.startswith(".github/")] == [".github/workflows/classroom.yml"] * (
-        REPO / ".github/workflows/classroom.yml"
-    ).is_file()
+    # One workflow, feedback on every push; never the course's own CI.
+    assert [name for name in released if name.startswith(".github/")] == [".github/workflows/grade.yml"]
     assert not any(name.startswith(("bench/", ".ci/", "solutions/")) for name in released)
     learner_tests = {
         f"tests/{path.name}" for path in (REPO / "tests").glob("test_*.py") if LEARNER_MARK.search(path.read_text())
@@ -144,7 +142,7 @@ def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
     assert {"docs/how-grading-works.md", "docs/isolation.md"} <= pages and not pages & set(INSTRUCTOR_DOCS)
     for name in ["README.md", *sorted(pages)]:  # what the README and each page link to or show is there
         text = (release / name).read_text()
-        assert "<!-- instructors" not in text and "<!-- workflow" not in text, name
+        assert "<!-- instructors" not in text, name
         for target in re.findall(r"\]\(([^)#:]+)[)#]", text):
             assert (release / posixpath.dirname(name) / target).is_file(), f"{name} links to {target}"
 
@@ -231,20 +229,18 @@ def test_an_existing_outdir_is_refused_and_left_alone(tmp_path):
     ).read_text() == "keep me"
 
 
-def test_the_workflow_option_picks_one_learner_workflow(tmp_path):
+def test_the_learner_workflow_ships_and_the_courses_ci_does_not(tmp_path):
     from grader.host.release import learner_files
 
     files = [
         ".github/workflows/ci.yml",
-        ".github/workflows/classroom.yml",
         ".github/workflows/grade.yml",
         "grader/host/cli.py",
         "bench/batch_speed.py",
         "solutions/mlp.py",
         ".ci/run",
     ]
-    assert learner_files(tmp_path, files, "grade") == [".github/workflows/grade.yml", "grader/host/cli.py"]
-    assert learner_files(tmp_path, files, "classroom") == [".github/workflows/classroom.yml", "grader/host/cli.py"]
+    assert learner_files(tmp_path, files) == [".github/workflows/grade.yml", "grader/host/cli.py"]
 
 
 def test_the_learner_readme_places_every_readme_section(tmp_path):
@@ -270,24 +266,24 @@ def test_the_release_ships_the_docs_pages_the_learner_readme_links_to_and_places
     pages = {
         "docs/how.md": "[Back](../README.md). [Safe](safe.md).\n<!-- instructors -->\n[Setup](instructors.md)\n"
         "<!-- /instructors -->\n",
-        "docs/safe.md": "Contained.\n<!-- workflow: grade -->\nBy grade.yml.\n<!-- /workflow -->\n",
+        "docs/safe.md": "Contained.\n<!-- instructors -->\nTeach.\n<!-- /instructors -->\n",
         "docs/instructors.md": "Secret.\n",
         "docs/speed.md": "Measured.\n",
     }
-    shipped, others = learner_docs(readme, pages, "classroom")
+    shipped, others = learner_docs(readme, pages)
     assert shipped == {"docs/how.md": "[Back](../README.md). [Safe](safe.md).\n", "docs/safe.md": "Contained.\n"}
     assert others == {"docs/figure.png"}
     with pytest.raises(ReleaseError, match="links to docs/instructors.md, a page for instructors"):
-        learner_docs(readme + "[Teach](docs/instructors.md)\n", pages, "classroom")
+        learner_docs(readme + "[Teach](docs/instructors.md)\n", pages)
     with pytest.raises(ReleaseError, match="docs/new.md is neither linked from the learner README"):
-        learner_docs(readme, {**pages, "docs/new.md": "New.\n"}, "classroom")
+        learner_docs(readme, {**pages, "docs/new.md": "New.\n"})
 
 
 # --- the learner README names only what the release ships ----------------------------------------
 
 # Paths the learner's own runs create (make's virtualenv, the notebook magic, the workflow's
 # artifact) and placeholders: named by the README, never shipped.
-CREATED_OR_PLACEHOLDER = (".venv/", "notebook_exercises/", "grade-results/", "path/to/")
+CREATED_OR_PLACEHOLDER = (".venv/", "notebook_exercises/", "grade-results/", "path/to/", "DIR/")
 PATH_SUFFIXES = (".py", ".yml", ".md", ".toml")
 
 
@@ -384,23 +380,10 @@ def readme_errors(release: Path, venv: Path) -> list[str]:
     return errors + [f"names grade {option}, not an option of grade --help" for option in unknown]
 
 
-@pytest.fixture(scope="module")
-def grade_release(tmp_path_factory) -> Path:
-    """The release built with --workflow grade (`release` is the default, classroom)."""
-    out = tmp_path_factory.mktemp("release-grade") / "learner"
-    command = [sys.executable, "-m", "grader.host.release", str(out), "--workflow", "grade"]
-    built = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr
-    return out
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("workflow", ["classroom", "grade"])
-def test_the_learner_readme_names_only_what_the_release_ships(request, release_venv, workflow):
-    release = request.getfixturevalue({"classroom": "release", "grade": "grade_release"}[workflow])
+def test_the_learner_readme_names_only_what_the_release_ships(release, release_venv):
     assert readme_errors(release, release_venv) == []
-    readme = (release / "README.md").read_text()
-    assert f".github/workflows/{workflow}.yml" in readme  # the workflow it ships, by name
+    assert ".github/workflows/grade.yml" in (release / "README.md").read_text()  # the workflow it ships, by name
 
 
 @pytest.mark.slow
@@ -430,20 +413,15 @@ def test_the_learner_make_test_installs_only_the_learner_test_extra(release):
     assert "learner-test" in (release / "README.md").read_text()  # and its README says so
 
 
-def test_the_learner_readme_leaves_out_instructor_and_other_workflow_text():
+def test_the_learner_readme_leaves_out_instructor_text():
     from grader.host.release import ReleaseError, learner_readme
 
     readme = (
         "# Course\n\n## Feedback\n\nBoth.\n\n<!-- instructors -->\nRun `bench/x.py`.\n<!-- /instructors -->\n\n"
-        "<!-- workflow: grade -->\nBy grade.yml.\n<!-- /workflow -->\n\n"
-        "<!-- workflow: classroom -->\nBy classroom.yml.\n<!-- /workflow -->\n\n"
-        "| a | b |\n|---|---|\n| x | y |\n| `--solutions` | z <!-- instructors --> |\n"
+        "By grade.yml.\n\n| a | b |\n|---|---|\n| x | y |\n| `--solutions` | z <!-- instructors --> |\n"
     )
     template = "# For learners\n\n<!-- include: Feedback -->\n"
-    expected = "# For learners\n\n## Feedback\n\nBoth.\n\nBy {}.yml.\n\n| a | b |\n|---|---|\n| x | y |\n"
-    assert learner_readme(template, readme, "grade") == expected.format("grade")
-    assert learner_readme(template, readme, "classroom") == expected.format("classroom")
-    with pytest.raises(ReleaseError, match="closed by <!-- /workflow -->"):
-        learner_readme(template, readme.replace("<!-- /instructors -->", "<!-- /workflow -->"), "grade")
+    expected = "# For learners\n\n## Feedback\n\nBoth.\n\nBy grade.yml.\n\n| a | b |\n|---|---|\n| x | y |\n"
+    assert learner_readme(template, readme) == expected
     with pytest.raises(ReleaseError, match="has no partner"):
-        learner_readme(template, readme.replace("<!-- instructors -->\nRun", "Run"), "grade")
+        learner_readme(template, readme.replace("<!-- instructors -->\nRun", "Run"))

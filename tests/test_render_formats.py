@@ -1,9 +1,8 @@
-"""JUnit XML, Gradescope's results.json, GitHub's summary, annotations and Classroom result, read back
-with real parsers and schemas; learner-written text stays literal in every one of them."""
+"""JUnit XML, Gradescope's results.json, GitHub's summary and annotations, read back with real parsers and
+schemas; learner-written text stays literal in every one of them."""
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import re
@@ -110,25 +109,6 @@ def runner_command(line: str) -> tuple[str, dict, str] | None:
         name, _, properties = line[start + 3 : end].partition(" ")
         return name, dict(item.split("=", 1) for item in properties.split(";") if "=" in item), line[end + 1 :]
     return None
-
-
-def output_blocks(text: str) -> list[tuple[str, str]]:
-    """The `name<<DELIMITER` blocks of a $GITHUB_OUTPUT file as (name, value): the value is every line
-    up to the first line that is the delimiter, as the runner reads it."""
-    pairs, lines = [], text.splitlines()
-    for i, line in enumerate(lines):
-        if "<<" in line:
-            name, delimiter = line.split("<<", 1)
-            assert delimiter in lines[i + 1 :], f"the block of {name} is never closed"
-            pairs.append((name, "\n".join(lines[i + 1 : lines.index(delimiter, i + 1)])))
-    return pairs
-
-
-def classroom_result(text: str) -> dict:
-    """The one `result` block of a $GITHUB_OUTPUT file, decoded as the reporter decodes it."""
-    values = [value for name, value in output_blocks(text) if name == "result"]
-    assert len(values) == 1 and "\n" not in values[0], values
-    return json.loads(base64.b64decode(values[0], validate=True))
 
 
 def effective_commands(log: str) -> list[tuple[str, dict, str]]:
@@ -273,7 +253,6 @@ def test_nothing_printed_between_stop_and_publish_is_a_command(tmp_path):
     environ = {
         "GITHUB_WORKSPACE": str(WORKSPACE),
         "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-        "GITHUB_OUTPUT": str(tmp_path / "output"),
     }
     assert github.publish(report, environ, log, token) == []
     assert [runner_command(line) for line in log.getvalue().splitlines()].count(runner_command(FORGED_NOTICE)) == 2
@@ -281,7 +260,6 @@ def test_nothing_printed_between_stop_and_publish_is_a_command(tmp_path):
         runner_command(line) for line in github.annotations(report, WORKSPACE)
     ]
     assert (tmp_path / "summary.md").read_text() == github.summary(report) + "\n"
-    assert classroom_result((tmp_path / "output").read_text()) == github.classroom_result(report, WORKSPACE)
     # Without the fence, the same log would carry the forged score.
     assert runner_command(FORGED_NOTICE) in effective_commands(log.getvalue().replace(f"::stop-commands::{token}", ""))
 
@@ -289,38 +267,7 @@ def test_nothing_printed_between_stop_and_publish_is_a_command(tmp_path):
 def test_publish_names_what_it_could_not_write(tmp_path):
     environ = {"GITHUB_STEP_SUMMARY": str(tmp_path / "missing" / "summary.md")}
     problems = github.publish(sample_report(), environ, io.StringIO(), "token")
-    assert (
-        len(problems) == 2
-        and "could not write $GITHUB_STEP_SUMMARY" in problems[0]
-        and "$GITHUB_OUTPUT is not set" in problems[1]
-    )
-
-
-def test_classroom_result_decodes_to_the_reporter_schema_with_the_totals():
-    report = sample_report()
-    result = classroom_result(github.output(report, WORKSPACE))
-    jsonschema.validate(result, schema("classroom-result.schema.json"))
-    assert (result["version"], result["status"], result["max_score"]) == (1, "fail", 13)
-    assert sum(t["score"] for t in result["tests"]) == report.score == 4
-    assert [(t["name"], t["status"]) for t in result["tests"]] == [
-        ("embed", "pass"),
-        ("layernorm", "fail"),
-        ("attention", "error"),
-        ("mlp", "fail"),
-        ("block", "error"),
-        ("transformer", "pass"),
-    ]
-    assert result["tests"][1] | {"duration": 0} == {
-        "name": "layernorm",
-        "status": "fail",
-        "score": 0,
-        "message": report.checks[1].message,
-        "line_no": 21,
-        "filename": "exercises/normalization.py",
-        "duration": 0,
-    }
-    passing = Report("random", str(WORKSPACE / "exercises"), [report.checks[0]])
-    assert github.classroom_result(passing, WORKSPACE)["status"] == "pass"
+    assert len(problems) == 1 and "could not write $GITHUB_STEP_SUMMARY" in problems[0]
 
 
 @pytest.mark.slow

@@ -1,9 +1,8 @@
-"""The GitHub Actions workflows: clean under actionlint and zizmor, shaped as learners, Classroom and
-maintainers need, and each grade step run here as GitHub runs it, then read back from its log and files."""
+"""The GitHub Actions workflows: clean under actionlint and zizmor, shaped as learners and maintainers need,
+and the grade step run here as GitHub runs it, then read back from its log and files."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -11,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 import yaml
 from conftest import REPO, write_variant
@@ -26,7 +24,7 @@ WORKFLOWS = REPO / ".github" / "workflows"
 BIN = Path(sys.executable).parent  # the virtualenv's scripts: grade, actionlint, zizmor, shellcheck
 PINNED = re.compile(r"uses: [\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d[\w.]*")
 
-# Learner code that tries every way to print a forged Classroom score into the step's log: stdout
+# Learner code that tries every way to print a forged score into the step's log: stdout
 # (captured by the grader), its exception message (shown in the report), and a direct write to
 # the grader's own stdout, found through /proc (the check runs in a fork of the worker the grader started).
 HOSTILE_FORWARD = f"""        ### BEGIN SOLUTION
@@ -41,26 +39,6 @@ HOSTILE_FORWARD = f"""        ### BEGIN SOLUTION
             pass
         raise ValueError({FORGED_NOTICE!r})
 """
-
-
-def github_outputs(text: str) -> list[tuple[str, str]]:
-    """(name, value) pairs of a $GITHUB_OUTPUT file, read as the runner reads it: `name=value`
-    lines and `name<<DELIMITER` blocks."""
-    pairs, lines = [], iter(text.splitlines())
-    for line in lines:
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delimiter = line.split("<<", 1)
-            block = []
-            for inner in lines:
-                if inner == delimiter:
-                    break
-                block.append(inner)
-            else:
-                raise AssertionError(f"the block of {name} is never closed")
-            pairs.append((name, "\n".join(block)))
-        elif "=" in line:
-            pairs.append(tuple(line.split("=", 1)))
-    return pairs
 
 
 def load(name: str) -> dict:
@@ -101,7 +79,7 @@ def lint(directory: Path) -> tuple[subprocess.CompletedProcess, subprocess.Compl
 
 
 def test_actionlint_and_zizmor_report_nothing():
-    assert sorted(path.name for path in WORKFLOWS.glob("*.yml")) == ["ci.yml", "classroom.yml", "grade.yml"]
+    assert sorted(path.name for path in WORKFLOWS.glob("*.yml")) == ["ci.yml", "grade.yml"]
     actionlint, zizmor = lint(REPO)
     assert (actionlint.returncode, actionlint.stdout + actionlint.stderr) == (0, "")
     assert zizmor.returncode == 0 and "No findings" in zizmor.stdout, zizmor.stdout + zizmor.stderr
@@ -143,16 +121,6 @@ def test_grade_workflow_installs_cpu_torch_caches_gpt2_and_keeps_the_reports():
     assert upload["if"] == "always()" and steps(workflow).index(upload) > steps(workflow).index(grade)
 
 
-def test_classroom_workflow_hands_the_result_to_the_reporter():
-    workflow = load("classroom.yml")
-    assert workflow["name"] == "Autograding Tests" and list(workflow["jobs"]) == ["run-autograding-tests"]
-    runner = grade_step(workflow)["id"]
-    reporter = step_using(workflow, "classroom-resources/autograding-grading-reporter")
-    assert reporter["with"]["runners"] == runner
-    assert reporter["env"] == {f"{runner.upper()}_RESULTS": f"${{{{ steps.{runner}.outputs.result }}}}"}
-    assert "!cancelled()" in reporter["if"]
-
-
 def test_ci_workflow_runs_the_test_suite_on_push_and_pull_request():
     workflow = load("ci.yml")
     assert set(triggers(workflow)) == {"push", "pull_request"}
@@ -192,15 +160,9 @@ def test_ci_platform_commands_run_here():
     assert len(ids) > 20 and not any("test_verdicts_equal" in i or "segfault" in i for i in ids), ids
 
 
-# Each distinct grade step once: the workflows that share one share its run.
-GRADE_STEPS = {}
-for _name in ("grade.yml", "classroom.yml"):
-    GRADE_STEPS.setdefault(grade_step(load(_name))["run"], []).append(_name)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("script", list(GRADE_STEPS), ids=["+".join(names) for names in GRADE_STEPS.values()])
-def test_grade_step_under_actions_reports_and_forges_nothing(script, reference, tmp_path):
+def test_grade_step_under_actions_reports_and_forges_nothing(reference, tmp_path):
+    script = grade_step(load("grade.yml"))["run"]
     workspace = tmp_path / "repo"
     workspace.mkdir()
     package = write_variant(
@@ -210,14 +172,13 @@ def test_grade_step_under_actions_reports_and_forges_nothing(script, reference, 
     raise_line = (workspace / "exercises" / "embedding.py").read_text().splitlines().index(
         f"        raise ValueError({FORGED_NOTICE!r})"
     ) + 1
-    summary, output = tmp_path / "summary.md", tmp_path / "output"
+    summary = tmp_path / "summary.md"
     environ = {
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
         "GITHUB_ACTIONS": "true",
         "GITHUB_WORKSPACE": str(workspace),
         "GITHUB_STEP_SUMMARY": str(summary),
-        "GITHUB_OUTPUT": str(output),
     }
     # As GitHub runs a `run:` step: bash, with the step's stdout and stderr in one log.
     step = subprocess.run(
@@ -269,17 +230,6 @@ def test_grade_step_under_actions_reports_and_forges_nothing(script, reference, 
     tokens = MarkdownIt("commonmark").enable("table").parse(summary.read_text())
     body = tokens[[t.type for t in tokens].index("tbody_open") :]
     assert sum(t.type == "tr_open" for t in body) == len(points)
-
-    results = [value for name, value in github_outputs(output.read_text()) if name == "result"]
-    assert len(results) == 1
-    result = json.loads(base64.b64decode(results[0], validate=True))
-    jsonschema.validate(result, json.loads((REPO / "grader" / "schemas" / "classroom-result.schema.json").read_text()))
-    assert (result["status"], result["max_score"], sum(t["score"] for t in result["tests"])) == (
-        "error",
-        total,
-        total - lost,
-    )
-    assert [t["name"] for t in result["tests"] if t["status"] != "pass"] == broken
 
     suites = list(JUnitXml.fromfile(str(workspace / "grade-results" / "junit.xml")))
     totals = [sum(getattr(suite, count) for suite in suites) for count in ("tests", "failures", "errors", "skipped")]

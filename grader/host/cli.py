@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.host.render import RENDERERS
+from grader.host.render import RENDERERS, Unusable
 from grader.host.runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
 from grader.shared.paths import REPO_ROOT, default_exercises
 
@@ -56,8 +56,8 @@ def parser() -> argparse.ArgumentParser:
         "any reference was prepared; --download switches to gpt2)",
     )
     for option in (option for renderer in RENDERERS for option in renderer.options):
-        if option.file:
-            p.add_argument(option.flag, type=Path, metavar="FILE", help=option.help)
+        if option.value:
+            p.add_argument(option.flag, type=Path, metavar=option.value, help=option.help)
         else:
             add_switches(p, {option.flag: option.help})
     add_timeout_option(p)
@@ -162,7 +162,11 @@ def grade(checks, package: Path, args, processes) -> int:
         return 2
     # Everything the grader needs after the learner's code has run is imported before it runs, and
     # under GitHub Actions nothing printed from here on until the report is published is a workflow command.
-    emits = [renderer.emitter(vars(args), say) for renderer in chosen_renderers(args)]
+    try:
+        emits = [renderer.emitter(vars(args), say) for renderer in chosen_renderers(args)]
+    except Unusable as error:
+        print(f"grade: {error}", file=sys.stderr)
+        return 2
     errors = Console(stderr=True)
     processes.start_for(checks)  # the second lane's worker, where the checks run in two
     try:

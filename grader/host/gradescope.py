@@ -31,7 +31,7 @@ def build_zip(out: Path, root: Path = REPO_ROOT) -> list[str]:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpt2-gradescope-") as scratch:
         source = Path(scratch) / "source"
-        files = build_release(source, "grade", root)
+        files = build_release(source, root)
         staging = out.with_name(f".{out.name}.{os.getpid()}")
         try:
             with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as archive:

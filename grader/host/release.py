@@ -1,21 +1,19 @@
 """Build the learner's repository: everything needed to do and grade the exercises, no solution.
 
-    python -m grader.host.release OUTDIR [--workflow classroom|grade]
+    python -m grader.host.release OUTDIR
 
 What goes in:
 - `exercises/`, generated afresh from `solutions/` by `grader.host.stubs`;
 - the `grader/` package, `pyproject.toml`, the `Makefile` and `.gitignore`;
-- one learner workflow, when it exists: `.github/workflows/classroom.yml` for a GitHub Classroom
-  template (the default; Classroom takes the first workflow to finish as the grade, so never
-  both), or `grade.yml` for a repository of one's own;
+- the learner workflow, `.github/workflows/grade.yml` (feedback on every push), when it exists;
 - `tests/conftest.py` and each test module that declares `pytestmark = pytest.mark.learner`
   (a test module is instructor-only unless it says otherwise; learner modules must pass
   without `solutions/`);
 - `README.md`, from `grader/templates/README.learner.md` with sections of the README filled in,
-  less their instructor text and other workflows' text (see BLOCK), and the files those sections
+  less their instructor text (see BLOCK), and the files those sections
   link to or show (images under `docs/`);
 - the pages of `docs/` and of its folders (the course's, `docs/course/`) the learner README links to,
-  and those they link to in turn, each less its instructor text and other workflows' text, with the
+  and those they link to in turn, each less its instructor text, with the
   files they link to or show. Every other page of `docs/` is listed in INSTRUCTOR_DOCS, and a learner
   text that links to one stops the build.
 
@@ -40,8 +38,10 @@ from grader.host.stubs import strip_solutions, write_exercises
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
 
-WORKFLOWS = {"classroom": ".github/workflows/classroom.yml", "grade": ".github/workflows/grade.yml"}
-COPIED = ("pyproject.toml", "Makefile", ".gitignore", "tests/conftest.py")
+WORKFLOW = (
+    ".github/workflows/grade.yml"  # feedback on every push; Classroom 50's own workflow comes with `gh student accept`
+)
+COPIED = ("pyproject.toml", "Makefile", ".gitignore", "tests/conftest.py", WORKFLOW)
 README_TEMPLATE = "grader/templates/README.learner.md"
 INSTRUCTOR_SECTIONS = ("For instructors and maintainers",)  # README sections the learner README leaves out
 # Pages of docs/ that never ship: the instructors' and the maintainers'. Every other page of docs/ must be
@@ -57,15 +57,11 @@ INSTRUCTOR_DOCS = (
 DOCS_PAGE = re.compile(r"docs/.+\.md")  # the pages of docs/ and of its folders (the course's, docs/course/)
 INCLUDE = re.compile(r"^<!-- include: (.+) -->$", re.MULTILINE)
 # What the learner README leaves out of the sections it includes, so that it names only what the
-# release ships: a block between `<!-- instructors -->` and `<!-- /instructors -->` lines, a block
-# between `<!-- workflow: NAME -->` and `<!-- /workflow -->` lines unless NAME is the release's
-# workflow (then only the marker lines go), and any other line that holds `<!-- instructors -->`
-# (a table row: a comment line would end the table in the README itself).
-BLOCK = re.compile(
-    r"^<!-- (instructors|workflow: (\w+)) -->\n(.*?)^<!-- /(instructors|workflow) -->(?:\n|\Z)",
-    re.MULTILINE | re.DOTALL,
-)
-MARKER_LINE = re.compile(r"^<!-- /?(instructors|workflow)\b.*-->$", re.MULTILINE)
+# release ships: a block between `<!-- instructors -->` and `<!-- /instructors -->` lines, and any
+# other line that holds `<!-- instructors -->` (a table row: a comment line would end the table in
+# the README itself).
+BLOCK = re.compile(r"^<!-- instructors -->\n.*?^<!-- /instructors -->(?:\n|\Z)", re.MULTILINE | re.DOTALL)
+MARKER_LINE = re.compile(r"^<!-- /?instructors\b.*-->$", re.MULTILINE)
 INSTRUCTOR_LINE = re.compile(r"^.*<!-- instructors -->.*(?:\n|\Z)", re.MULTILINE)
 
 
@@ -105,9 +101,9 @@ def is_learner_test(path: Path) -> bool:
     return False
 
 
-def learner_files(root: Path, files: list[str], workflow: str) -> list[str]:
+def learner_files(root: Path, files: list[str]) -> list[str]:
     def wanted(name: str) -> bool:
-        if name in COPIED or name == WORKFLOWS[workflow] or name.startswith("grader/"):
+        if name in COPIED or name.startswith("grader/"):
             return True
         return name.startswith("tests/test_") and name.endswith(".py") and is_learner_test(root / name)
 
@@ -133,9 +129,9 @@ def readme_sections(markdown: str) -> dict[str, str]:
     }
 
 
-def learner_readme(template: str, readme: str, workflow: str = "classroom") -> str:
+def learner_readme(template: str, readme: str) -> str:
     """The template with each `<!-- include: HEADING -->` replaced by that section of the README,
-    less what is for instructors or for another workflow (see BLOCK).
+    less what is for instructors (see BLOCK).
 
     Every section of the README must be included or listed in INSTRUCTOR_SECTIONS, so a new
     section is placed on purpose rather than silently left out.
@@ -151,19 +147,12 @@ def learner_readme(template: str, readme: str, workflow: str = "classroom") -> s
             f"README.md's section {unplaced[0]!r} is neither included in {README_TEMPLATE} "
             "nor in INSTRUCTOR_SECTIONS (grader/host/release.py)"
         )
-    return learner_text(INCLUDE.sub(lambda match: sections[match.group(1)], template), workflow)
+    return learner_text(INCLUDE.sub(lambda match: sections[match.group(1)], template))
 
 
-def learner_text(markdown: str, workflow: str, source: str = "README.md") -> str:
-    """The learner's text: instructor blocks and lines out, other workflows' blocks out."""
-
-    def kept(block: re.Match) -> str:
-        opened, name, body, closed = block.groups()
-        if closed != opened.partition(":")[0]:
-            raise ReleaseError(f"{source}: <!-- {opened} --> is closed by <!-- /{closed} -->")
-        return body if name == workflow else ""
-
-    text = BLOCK.sub(kept, markdown)
+def learner_text(markdown: str, source: str = "README.md") -> str:
+    """The learner's text: instructor blocks and lines out."""
+    text = BLOCK.sub("", markdown)
     stray = MARKER_LINE.search(text)  # before the lines go, as a marker line would go with them
     if stray:
         raise ReleaseError(f"{source}: the marker {stray.group(0)!r} has no partner (blocks do not nest)")
@@ -183,13 +172,13 @@ def linked_files(markdown: str) -> set[str]:
     return targets
 
 
-def learner_docs(readme: str, pages: dict[str, str], workflow: str) -> tuple[dict[str, str], set[str]]:
+def learner_docs(readme: str, pages: dict[str, str]) -> tuple[dict[str, str], set[str]]:
     """The pages of docs/ a learner gets, by path, as they ship, and the other files they and the
     README link to or show, relative to the repository's root.
 
     pages holds the text of every page of docs/, by path. A page ships when the learner README
-    links to it, or a page that ships does; it ships less its instructor text and other workflows'
-    text, and only what is left of it is followed. Every page must ship or be in INSTRUCTOR_DOCS.
+    links to it, or a page that ships does; it ships less its instructor text, and only what is left
+    of it is followed. Every page must ship or be in INSTRUCTOR_DOCS.
     """
     shipped: dict[str, str] = {}
     others: set[str] = set()
@@ -201,7 +190,7 @@ def learner_docs(readme: str, pages: dict[str, str], workflow: str) -> tuple[dic
             if path in INSTRUCTOR_DOCS:
                 raise ReleaseError(f"the learner's {name} links to {path}, a page for instructors (INSTRUCTOR_DOCS)")
             if path in pages and path not in shipped:
-                shipped[path] = learner_text(pages[path], workflow, path)
+                shipped[path] = learner_text(pages[path], path)
                 queue.append((path, shipped[path]))
             elif path not in pages and path != "README.md":
                 others.add(path)
@@ -251,7 +240,7 @@ def leaked_lines(directory: Path, hidden: set[str]) -> list[str]:
 # --- building -----------------------------------------------------------------------------------
 
 
-def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_ROOT) -> list[str]:
+def build_release(outdir: Path, root: Path = REPO_ROOT) -> list[str]:
     """Write the learner repository to outdir (new or empty); return its files, relative."""
     solutions = root / "solutions"
     if not solutions.is_dir():
@@ -259,10 +248,10 @@ def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_R
     if outdir.exists() and (not outdir.is_dir() or any(outdir.iterdir())):
         raise ReleaseError(f"{outdir} already exists and is not an empty directory; choose a new one")
     available = project_files(root)
-    readme = learner_readme((root / README_TEMPLATE).read_text(), (root / "README.md").read_text(), workflow)
+    readme = learner_readme((root / README_TEMPLATE).read_text(), (root / "README.md").read_text())
     pages = {name: (root / name).read_text() for name in available if DOCS_PAGE.fullmatch(name)}
-    docs, linked = learner_docs(readme, pages, workflow)
-    files = learner_files(root, available, workflow) + sorted(linked & set(available))
+    docs, linked = learner_docs(readme, pages)
+    files = learner_files(root, available) + sorted(linked & set(available))
     outdir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".release-", dir=outdir.parent))  # renamed into place when complete
     try:
@@ -290,24 +279,14 @@ def build_release(outdir: Path, workflow: str = "classroom", root: Path = REPO_R
 
 def main(argv: list[str] | None = None) -> int:
     parser = tool_parser("grader.host.release", __doc__, "where to write the learner repository (new or empty)")
-    parser.add_argument(
-        "--workflow",
-        choices=sorted(WORKFLOWS),
-        default="classroom",
-        help="the workflow that grades each push: classroom (a GitHub Classroom template, the default) or grade",
-    )
     args = parser.parse_args(argv)
     try:
-        files = build_release(args.outdir, args.workflow)
+        files = build_release(args.outdir)
     except ReleaseError as error:
         print(f"release: {error}", file=sys.stderr)
         return 1
     tests = [name for name in files if name.startswith("tests/test_")]
-    workflow = (
-        WORKFLOWS[args.workflow]
-        if WORKFLOWS[args.workflow] in files
-        else f"none ({WORKFLOWS[args.workflow]} does not exist)"
-    )
+    workflow = WORKFLOW if WORKFLOW in files else f"none ({WORKFLOW} does not exist)"
     print(
         f"wrote the learner repository to {args.outdir}: {len(files)} files; workflow: {workflow}; "
         f"learner tests: {', '.join(tests) or 'none'}"

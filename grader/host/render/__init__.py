@@ -5,9 +5,10 @@ The options are declared here, by module name, so that `grade --help` imports no
 alone takes longer to import than the help takes to print); `grade` imports the module of each
 format chosen, before the learner's code runs. A format's module has one entry point:
 - `render(report) -> str`, a report file: its option names the FILE, and `grade` writes it there;
-- `emitter(chosen, say) -> emit`, what shows the report elsewhere (the terminal, GitHub's step):
-  called before the learner's code runs, with its options' values by name, it returns
-  `emit(report)`, which shows the report and says what went wrong through `say`, one line each.
+- `emitter(chosen, say) -> emit`, what shows the report elsewhere (the terminal, GitHub's step, Classroom 50's
+  files): called before the learner's code runs, with its options' values by name, it returns
+  `emit(report)`, which shows the report and says what went wrong through `say`, one line each. An emitter
+  that cannot work here at all raises `Unusable`: `grade` then says why and grades nothing (exit 2).
 """
 
 from __future__ import annotations
@@ -25,11 +26,17 @@ Emit = Callable[["Report"], None]
 Say = Callable[[str], None]
 
 
+class Unusable(Exception):
+    """A format that cannot be shown here (Classroom 50's outside its runner); the message says why, in a line."""
+
+
 @dataclass(frozen=True)
 class Option:
     flag: str
     help: str
-    file: bool = False  # the option names the FILE to write `render(report)` to; else it is a switch
+    # What the option names: "FILE", where `grade` writes `render(report)`, or "DIR", which the format's emitter
+    # writes into; "" makes it a switch.
+    value: str = ""
 
     @property
     def name(self) -> str:
@@ -50,7 +57,7 @@ class Renderer:
         """Imports the format's module; a file format's emit writes its FILE."""
         module = importlib.import_module(f"{__name__}.{self.module}")
         first = self.options[0]
-        if first.file:
+        if first.value == "FILE":
             return file_writer(module.render, values[first.name], say)
         return module.emitter({option.name: values[option.name] for option in self.options}, say)
 
@@ -69,11 +76,11 @@ def file_writer(render: Callable[[Report], str], path: Path, say: Say) -> Emit:
 
 RENDERERS = (  # in the order they show a report: the terminal first, GitHub's step last
     Renderer("text", (Option("--quiet", "leave out what your code printed during each check"),), always=True),
-    Renderer("json", (Option("--json", "also write the results as JSON to FILE", file=True),)),
-    Renderer("junit", (Option("--junit", "also write the results as JUnit XML to FILE", file=True),)),
+    Renderer("json", (Option("--json", "also write the results as JSON to FILE", value="FILE"),)),
+    Renderer("junit", (Option("--junit", "also write the results as JUnit XML to FILE", value="FILE"),)),
     Renderer(
         "gradescope",
-        (Option("--gradescope", "also write the results as Gradescope's results.json to FILE", file=True),),
+        (Option("--gradescope", "also write the results as Gradescope's results.json to FILE", value="FILE"),),
     ),
     Renderer(
         "html",
@@ -82,18 +89,23 @@ RENDERERS = (  # in the order they show a report: the terminal first, GitHub's s
                 "--html",
                 "also write a self-contained HTML page to FILE: the results, attention patterns beside GPT-2's, "
                 "where outputs differ, the logit lens",
-                file=True,
+                value="FILE",
+            ),
+        ),
+    ),
+    Renderer(
+        "classroom50",
+        (
+            Option(
+                "--classroom50",
+                "in Classroom 50's autograder: write DIR/result.json, DIR/release-body.md and, where "
+                "$GITHUB_OUTPUT is set, the step's status and summary (needs the runner's environment)",
+                value="DIR",
             ),
         ),
     ),
     Renderer(
         "github",
-        (
-            Option(
-                "--github",
-                "under GitHub Actions: a step summary, annotations at your lines, the score as a notice "
-                "and the GitHub Classroom result",
-            ),
-        ),
+        (Option("--github", "under GitHub Actions: a step summary, annotations at your lines, the score as a notice"),),
     ),
 )

@@ -1,15 +1,13 @@
-"""GitHub Actions: the step summary, annotations at the learner's lines, and GitHub Classroom's result.
+"""GitHub Actions: the step summary and annotations at the learner's lines.
 
-`summary`, `annotations` and `classroom_result` are pure functions of a Report (and of the
-workspace that file paths are given relative to). `stop_commands` and `publish` are the only code
-that touches the step: its log, and the files GitHub names in $GITHUB_STEP_SUMMARY and $GITHUB_OUTPUT;
-`emitter` is how `grade --github` calls them (grader.host.render's interface).
+`summary` and `annotations` are pure functions of a Report (and of the workspace that file paths are
+given relative to). `stop_commands`, `resume_commands` and `publish` are the only code that touches
+the step: its log, and the file GitHub names in $GITHUB_STEP_SUMMARY; `emitter` is how
+`grade --github` calls them (grader.host.render's interface).
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import secrets
 import sys
@@ -25,8 +23,6 @@ from grader.host.results import CheckResult, Report
 FAILING = ("fail", "error", "timeout")
 SUMMARY_BYTES = 1_000_000  # GitHub refuses a step summary over 1 MiB
 ICONS = {"pass": "✅", "fail": "❌", "todo": "📝", "error": "💥", "timeout": "⏱️"}
-# autograding-grading-reporter knows pass, fail and error; a missing body scores like a wrong one.
-CLASSROOM_STATUS = {"pass": "pass", "fail": "fail", "todo": "fail", "error": "error", "timeout": "error"}
 
 
 def escape_data(text: str) -> str:
@@ -81,11 +77,19 @@ def check_cell(check: CheckResult, pages: str) -> str:
     return f"[`{check.id}`]({pages}{page})" if page else f"`{check.id}`"
 
 
-def summary(report: Report, limit: int = SUMMARY_BYTES, pages: str = "") -> str:
-    """Markdown for the run's page: a heading with the score, then one table row per check; each
-    row's feedback shortened as needed to keep the whole under GitHub's 1 MiB. A failing check's id
-    links to its page of the course, below `pages` (`pages_url`)."""
+def heading(report: Report) -> list[str]:
+    """The Markdown report's first lines: the score, then the random reference's notice where it applies."""
     banner = fallback_banner(report)
+    return [
+        f"## GPT-2 grader: {report.score}/{report.max_score} points",
+        "",
+        *([f"> {literal(banner)}", ""] if banner else []),
+    ]
+
+
+def table(report: Report, limit: int, pages: str) -> list[str]:
+    """One Markdown table row per check, each row's feedback shortened to keep the whole under `limit` bytes; a
+    failing check's id links to its page of the course, below `pages` (`pages_url`)."""
     share = max(200, limit // max(1, len(report.checks)) - 200)
     rows = [
         f"| {check_cell(c, pages)} | {ICONS[c.status]} {c.status} | {c.score}/{c.max_score} "
@@ -94,44 +98,12 @@ def summary(report: Report, limit: int = SUMMARY_BYTES, pages: str = "") -> str:
     ]
     linked = any(c.page_to_read for c in report.checks)
     read = ["", "A failing check's name links to its page of the course: what it computes, its shapes, its traps."]
-    return "\n".join(
-        [
-            f"## GPT-2 grader: {report.score}/{report.max_score} points",
-            "",
-            *([f"> {literal(banner)}", ""] if banner else []),
-            "| check | status | points | feedback |",
-            "| --- | --- | --- | --- |",
-            *rows,
-            *(read if linked else []),
-        ]
-    )
+    return ["| check | status | points | feedback |", "| --- | --- | --- | --- |", *rows, *(read if linked else [])]
 
 
-def classroom_result(report: Report, workspace: Path) -> dict:
-    """The runner result autograding-grading-reporter reads (schema: grader/schemas/classroom-result.schema.json)."""
-    tests = [
-        {
-            "name": check.id,
-            "status": CLASSROOM_STATUS[check.status],
-            "score": check.score,
-            "message": "\n".join(check.diagnosis()),
-            "line_no": check.line,
-            "filename": learner_file(report, check, workspace),
-            "duration": check.seconds,
-        }
-        for check in report.checks
-    ]
-    statuses = {test["status"] for test in tests}
-    status = "fail" if "fail" in statuses else "error" if "error" in statuses else "pass"
-    return {"version": 1, "status": status, "max_score": report.max_score, "tests": tests}
-
-
-def output(report: Report, workspace: Path) -> str:
-    """The step output `result`, base64 JSON (the reporter's format), in a block with a random
-    delimiter that no text before it can have opened or closed; it starts on a line of its own."""
-    encoded = base64.b64encode(json.dumps(classroom_result(report, workspace), allow_nan=False).encode()).decode()
-    delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
-    return f"\nresult<<{delimiter}\n{encoded}\n{delimiter}"
+def summary(report: Report, limit: int = SUMMARY_BYTES, pages: str = "") -> str:
+    """Markdown for the run's page: the heading, then the table, the whole under GitHub's 1 MiB."""
+    return "\n".join([*heading(report), *table(report, limit, pages)])
 
 
 def shorten(text: str, limit: int) -> str:
@@ -154,27 +126,32 @@ def stop_commands(stream: TextIO) -> str:
     return token
 
 
-def publish(report: Report, environ: Mapping[str, str], stream: TextIO, token: str) -> list[str]:
-    """Resume commands, print the annotations, write the summary and the result; returns what failed."""
-    workspace = Path(environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
-    for line in [f"::{token}::", *annotations(report, workspace)]:
+def resume_commands(stream: TextIO, token: str, lines: list[str]) -> None:
+    """Commands count again from here (`token` is `stop_commands`'s); then the grader's own `lines`."""
+    for line in [f"::{token}::", *lines]:
         print(line, file=stream)
     stream.flush()
-    problems = []
-    written = (
-        ("GITHUB_STEP_SUMMARY", summary(report, pages=pages_url(environ))),
-        ("GITHUB_OUTPUT", output(report, workspace)),
-    )
-    for variable, text in written:
-        if not environ.get(variable):
-            problems.append(f"${variable} is not set, so nothing was written there")
-            continue
-        try:
-            with open(environ[variable], "a", encoding="utf-8") as file:
-                file.write(text + "\n")
-        except OSError as error:
-            problems.append(f"could not write ${variable} ({environ[variable]}): {error.strerror or error}")
-    return problems
+
+
+def append_to(environ: Mapping[str, str], variable: str, text: str) -> str | None:
+    """`text` and a newline appended to the file GitHub names in $variable; what went wrong, in a line."""
+    path = environ.get(variable)
+    if not path:
+        return f"${variable} is not set, so nothing was written there"
+    try:
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(text + "\n")
+    except OSError as error:
+        return f"could not write ${variable} ({path}): {error.strerror or error}"
+    return None
+
+
+def publish(report: Report, environ: Mapping[str, str], stream: TextIO, token: str) -> list[str]:
+    """Resume commands, print the annotations, write the summary; returns what failed."""
+    workspace = Path(environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
+    resume_commands(stream, token, annotations(report, workspace))
+    problem = append_to(environ, "GITHUB_STEP_SUMMARY", summary(report, pages=pages_url(environ)))
+    return [problem] if problem else []
 
 
 def emitter(chosen: dict, say: Say) -> Emit:

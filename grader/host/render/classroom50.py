@@ -1,0 +1,179 @@
+"""Classroom 50's autograder outputs: `result.json`, `release-body.md` and the step's `status` and `summary`.
+
+Classroom 50's runner runs the course's `autograder.py` with the learner's checkout as its working directory and
+its submission in environment variables (RUNNER_VARIABLES); it reads back `./result.json` (schema:
+grader/schemas/classroom50-result.schema.json), shows `./release-body.md` as the submission's release notes, and
+posts `status` and `summary` from $GITHUB_OUTPUT as the commit's status. `result`, `release_body` and `outputs`
+are pure functions of a Report and that environment; `emitter` is how `grade --classroom50 DIR` calls them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+
+from grader.host.render import Emit, Say, Unusable
+from grader.host.render.github import (
+    FAILING,
+    ICONS,
+    append_to,
+    check_cell,
+    heading,
+    learner_file,
+    pages_url,
+    resume_commands,
+    shorten,
+    stop_commands,
+    table,
+    under_actions,
+)
+from grader.host.render.markdown import paragraphs
+from grader.host.results import CheckResult, Report
+
+SCHEMA = "classroom50/result/v1"
+# What the runner sets that the result must repeat: its own validator refuses a result whose identity differs.
+RUNNER_VARIABLES = ("CLASSROOM", "ASSIGNMENT", "SUBMISSION_TAG", "COMMIT_URL", "RELEASE_URL")
+RELEASE_BODY_BYTES = 100_000  # GitHub refuses release notes over 125,000 characters
+FIX_FIRST = 5  # failing checks whose whole diagnosis opens the release notes; the table has them all
+
+
+def missing_variables(environ: Mapping[str, str]) -> list[str]:
+    """The runner's variables this environment lacks (OWNER or USERNAME, one of them, names the learner)."""
+    missing = [name for name in RUNNER_VARIABLES if not environ.get(name)]
+    return missing + ([] if environ.get("OWNER") or environ.get("USERNAME") else ["OWNER"])
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test(check: CheckResult, report: Report, workspace: Path) -> dict:
+    """One check as a Classroom 50 test: the four fields it requires, then what the grader said (kept verbatim)."""
+    return {
+        "test-name": check.id,
+        "passed": check.status == "pass",
+        "score": check.score,
+        "max-score": check.max_score,
+        "status": check.status,
+        "summary": check.summary,
+        "message": "\n".join(check.diagnosis()),
+        "mistake": check.hint,
+        "page": check.page,
+        "file": learner_file(report, check, workspace),
+        "line": check.line,
+    }
+
+
+def result(report: Report, environ: Mapping[str, str], workspace: Path) -> dict:
+    """result.json. `datetime` is the grading's time here: the runner stamps the commit's date over it, and
+    `owner` and `assignment_type` with its own, as it checks them against the repository graded."""
+    graded_at = now()
+    return {
+        "schema": SCHEMA,
+        "classroom": environ["CLASSROOM"],
+        "assignment": environ["ASSIGNMENT"],
+        "assignment_type": environ.get("ASSIGNMENT_TYPE") or environ.get("MODE") or "individual",
+        "owner": environ.get("OWNER") or environ["USERNAME"],
+        "submission": environ["SUBMISSION_TAG"],
+        "commit": environ["COMMIT_URL"],
+        "release": environ["RELEASE_URL"],
+        "review": environ.get("REVIEW_URL") or environ["COMMIT_URL"],
+        "datetime": graded_at,
+        "graded_at": graded_at,
+        "score": report.score,
+        "max-score": report.max_score,
+        "tests": [test(check, report, workspace) for check in report.checks],
+    }
+
+
+def commit_pages(environ: Mapping[str, str]) -> str:
+    """Where the graded commit's files are (`.../blob/SHA/`), from the runner's COMMIT_URL (`.../commit/SHA`)."""
+    base, marker, sha = environ.get("COMMIT_URL", "").rpartition("/commit/")
+    return f"{base}/blob/{sha}/" if marker and base and sha else pages_url(environ)
+
+
+def fix_first(report: Report, pages: str, limit: int) -> list[str]:
+    """The failing checks in course order, the first few with all the grader said of them."""
+    failing = [check for check in report.checks if check.status in FAILING]
+    if not failing:
+        return []
+    share = max(200, limit // FIX_FIRST)
+    lines = ["### Fix first", ""]
+    for check in failing[:FIX_FIRST]:
+        said = shorten("<br>".join(paragraphs(check)), share)
+        points = f"{check.score}/{check.max_score} points"
+        lines.append(f"- {check_cell(check, pages)} {ICONS[check.status]} {check.status}, {points}: {said}")
+    more = len(failing) - FIX_FIRST
+    return [*lines, *([f"- and {more} more failing in the table below"] if more > 0 else []), ""]
+
+
+def release_body(report: Report, pages: str = "", limit: int = RELEASE_BODY_BYTES) -> str:
+    """The release notes: the score, what to fix first, then every check; under GitHub's limit."""
+    return "\n".join([*heading(report), *fix_first(report, pages, limit // 4), *table(report, limit // 2, pages)])
+
+
+def status_line(report: Report) -> str:
+    """The one line the commit's status shows."""
+    passed = sum(check.status == "pass" for check in report.checks)
+    return f"{report.score}/{report.max_score} points, {passed} of {len(report.checks)} checks pass"
+
+
+def outputs(report: Report) -> str:
+    """The step's outputs: `status`, which the runner posts as the commit's status, and its one-line `summary`.
+    A grading that ran says success or failure; `error` is the runner's, for an autograder that did not run."""
+    return f"status={'success' if report.passed else 'failure'}\nsummary={status_line(report)}"
+
+
+def write_replacing(path: Path, text: str) -> None:
+    """`path` holds `text`, put there in one rename: whatever was at `path` before (a file or a link the learner
+    committed) is replaced, never written through."""
+    staging = path.with_name(f".{path.name}.{os.getpid()}")
+    staging.write_text(text, encoding="utf-8")
+    os.replace(staging, path)
+
+
+def publish(report: Report, environ: Mapping[str, str], directory: Path) -> list[str]:
+    """Write result.json and release-body.md into `directory` and the outputs; returns what failed."""
+    workspace = Path(environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
+    written = (
+        ("result.json", json.dumps(result(report, environ, workspace), indent=2, allow_nan=False) + "\n"),
+        ("release-body.md", release_body(report, commit_pages(environ)) + "\n"),
+    )
+    problems = []
+    for name, text in written:
+        try:
+            write_replacing(directory / name, text)
+        except OSError as error:
+            problems.append(f"could not write {directory / name}: {error.strerror or error}")
+    if environ.get("GITHUB_OUTPUT"):
+        problems += [problem for problem in [append_to(environ, "GITHUB_OUTPUT", outputs(report))] if problem]
+    return problems
+
+
+def emitter(chosen: dict, say: Say) -> Emit:
+    """--classroom50 DIR, before the learner's code runs: the runner's variables are read now, and under Actions
+    workflow commands stop until the outputs are written. Raises Unusable outside the runner."""
+    directory: Path = chosen["classroom50"]
+    missing = missing_variables(os.environ)
+    if missing:
+        raise Unusable(
+            f"--classroom50 needs Classroom 50's runner environment: {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not set"
+        )
+    if not directory.is_dir():
+        raise Unusable(f"--classroom50: {directory} is not a directory")
+    environ = dict(os.environ)  # as it was before the learner's code ran
+    stream = sys.stdout
+    token = stop_commands(stream) if under_actions(environ) else None
+
+    def emit(report: Report) -> None:
+        if token:
+            resume_commands(stream, token, [])
+        for problem in publish(report, environ, directory):
+            say(problem)
+
+    return emit

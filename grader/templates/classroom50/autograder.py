@@ -1,0 +1,55 @@
+"""Classroom 50's autograder for the GPT-2 course, written by `python -m grader.host.classroom50` (do not edit:
+build it again).
+
+Classroom 50's runner runs this with the learner's checkout as the working directory and the submission in its
+environment. It installs the grader that sits beside it in grader-src/ (the course's release, not the copy in the
+learner's repository) with a CPU-only PyTorch, fetches GPT-2 where the runner can reach it, and grades the
+checkout's exercises/ into ./result.json, ./release-body.md and the step's status and summary. It exits 0 once a
+grading has run, whatever the score; any other exit tells the runner that grading itself failed.
+The standard library only: nothing else is installed when it starts.
+"""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RELEASE = "unreleased"  # the course's commit this bundle was made from, stamped by grader.host.classroom50
+GRADER = Path(__file__).resolve().parent / "grader-src"
+CHECKOUT = Path.cwd()
+# Whether this runner can confine the learner's code: then a grading that could not is refused, never quietly
+# unconfined.
+SANDBOX_PROBE = "import sys; from grader.shared.sandbox import status; sys.exit(not status().on)"
+
+
+def say(message: str) -> None:
+    print(f"autograder: {message}", flush=True)
+
+
+def python(*args: str, quiet: bool = False) -> int:
+    """This interpreter on `args`, run in grader-src/: `-m grader` is the bundle's grader there, whatever the
+    checkout holds (a learner's own grader/ is never imported)."""
+    output = subprocess.DEVNULL if quiet else None
+    return subprocess.run([sys.executable, *args], cwd=GRADER, stdout=output).returncode
+
+
+def main() -> int:
+    started = time.monotonic()
+    say(f"the GPT-2 course's grader at {RELEASE}, on Python {sys.version.split()[0]}")
+    if python("-m", "grader.host.setup"):  # torch from a local wheel or PyTorch's CPU index, then the grader
+        say("could not install the grader and PyTorch (see pip's lines above)")
+        return 1
+    python("-m", "grader", "--download", quiet=True)  # where it cannot, grade says why once, then grades offline
+    confined = python("-c", SANDBOX_PROBE, quiet=True) == 0  # the report's `sandbox:` line says which
+    exercises = CHECKOUT / "exercises"
+    if not (exercises / "__init__.py").is_file():
+        say("the submission has no exercises/ package (exercises/__init__.py is missing): nothing to grade")
+        return 1
+    outputs = ["--exercises", str(exercises), "--classroom50", str(CHECKOUT)]
+    code = python("-m", "grader", *outputs, *(["--require-sandbox"] if confined else []))
+    say(f"graded in {time.monotonic() - started:.0f} s since this script started")
+    return 0 if code in (0, 1) else code  # 1: some check does not pass, which result.json says
+
+
+if __name__ == "__main__":
+    sys.exit(main())
