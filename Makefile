@@ -17,10 +17,13 @@ TEST_WORKERS ?= 2
 # it regenerates exercises/ from solutions/, overwriting the stubs there.
 RELEASE_DIR ?= ../gpt2-learner
 GRADESCOPE_ZIP ?= autograder.zip
+CLASSROOM50_DIR ?= classroom50-autograder
 NOTEBOOKS_DIR ?= course/source/gpt2
 COURSE_DIR ?= course
 SUBMISSIONS ?= submissions
 GRADES ?= grades.csv
+RESULTS ?= grades-results
+CLASS_REPORT ?= class-report
 # The learner's copy has no solutions/: its tests need the learner-test extra, not the dev toolchain.
 TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
 
@@ -28,7 +31,7 @@ TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
 # does not, as its grader and tests are not the learner's to change.
 LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
 
-.PHONY: grade train test test-unit test-all lint stubs release gradescope notebooks notebook-grades batch clean
+.PHONY: grade train test test-unit test-all lint stubs release classroom50 gradescope notebooks notebook-grades batch class-report clean
 
 # grade exits 1 while a check does not pass and says so in words; make adds no error line for that.
 grade: $(VENV)/.installed
@@ -56,6 +59,10 @@ lint: $(VENV)/.installed-dev
 release: $(VENV)/.installed-instructor
 	$(PY) -m grader.host.release $(RELEASE_DIR)
 
+# Classroom 50's autograder bundle: commit the folder to the classroom50 repository as CLASSROOM/autograders/ASSIGNMENT/.
+classroom50: $(VENV)/.installed-instructor
+	$(PY) -m grader.host.classroom50 $(CLASSROOM50_DIR)
+
 # Gradescope's autograder zip: the learner repository with setup.sh and run_autograder.
 gradescope: $(VENV)/.installed-instructor
 	$(PY) -m grader.host.gradescope $(GRADESCOPE_ZIP)
@@ -71,6 +78,11 @@ notebook-grades: $(VENV)/.installed-instructor
 
 batch: $(VENV)/.installed-instructor
 	$(PY) -m grader.host.batch $(SUBMISSIONS) --csv $(GRADES) $(ARGS)
+
+# The class view: which checks most learners fail, and on which named mistakes (from batch's results by default).
+class-report: $(VENV)/.installed-instructor
+	$(PY) -m grader.host.class_report $(RESULTS) --csv $(CLASS_REPORT).csv --html $(CLASS_REPORT).html \
+		--markdown $(CLASS_REPORT).md $(ARGS)
 
 stubs: $(VENV)/.installed-dev
 	$(PY) -m grader.host.stubs

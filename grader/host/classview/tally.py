@@ -1,0 +1,116 @@
+"""What a class's results add up to: each check's statuses, the named mistakes by how many learners made them, the
+checks where learners stop (their first todo), and the scores.
+
+A learner who could not be graded (no status at all: batch's null report, a gradebook row with its error alone, a
+Classroom entry without a submission) is counted apart, and left out of every count, the median and the scores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from grader.checks import registry
+from grader.host.classview.inputs import Learner
+from grader.host.course import page_path
+
+
+def pseudonym(name: str) -> str:
+    """A learner's stand-in name: the same name always gives the same one. Stable, not secret: anyone holding the
+    class list can compute them."""
+    return "learner-" + hashlib.sha256(name.encode()).hexdigest()[:6]
+
+
+def anonymised(learners: Iterable[Learner]) -> list[Learner]:
+    return [replace(learner, name=pseudonym(learner.name)) for learner in learners]
+
+
+@dataclass(frozen=True)
+class NamedMistake:
+    check: str
+    words: str  # the grader's own
+    learners: int
+    page: str | None
+
+
+@dataclass(frozen=True)
+class ClassView:
+    learners: list[Learner]  # those graded, the best score first, then by name
+    ungraded: list[Learner]  # by name
+    checks: list[str]  # in course order, then those the registry does not know (an older report's), as first seen
+    statuses: dict[str, Counter]  # check -> status -> learners
+    mistakes: list[NamedMistake]  # the most learners first
+    stops: list[tuple[str, int]]  # check, the learners whose first todo it is; the most first
+    pages: dict[str, str]  # check -> its course page
+
+    def graded_on(self, check: str) -> int:
+        return sum(self.statuses[check].values())
+
+    def pass_rate(self, check: str) -> float:
+        return self.statuses[check]["pass"] / self.graded_on(check)  # every check listed has a status somewhere
+
+    def lowest_pass_rates(self, count: int) -> list[str]:
+        """The `count` checks with the lowest pass rates, the earliest in the course first among equals."""
+        return sorted(self.checks, key=self.pass_rate)[:count]
+
+    @property
+    def median_score(self) -> float | None:
+        return statistics.median(learner.score for learner in self.learners) if self.learners else None
+
+    @property
+    def max_score(self) -> float:
+        """The largest maximum: the same for every learner of a class graded on the same checks."""
+        return max((learner.max_score for learner in self.learners), default=0)
+
+    def score_counts(self) -> list[tuple[float, int]]:
+        """Each score some learner has, the lowest first, with how many have it."""
+        return sorted(Counter(learner.score for learner in self.learners).items())
+
+    @property
+    def finished(self) -> int:
+        """The learners with no todo check."""
+        return len(self.learners) - sum(count for _, count in self.stops)
+
+
+def tally(learners: Iterable[Learner]) -> ClassView:
+    learners = list(learners)
+    graded = sorted((learner for learner in learners if learner.graded), key=lambda ln: (-ln.score, ln.name))
+    course = {check.id: page_path(check) for check in registry()}  # in course order
+    seen = dict.fromkeys(check for learner in graded for check in learner.statuses)
+    checks = [check for check in course if check in seen] + [check for check in seen if check not in course]
+    pages = {check: course.get(check) or given_page(check, graded) for check in checks}
+    return ClassView(
+        graded,
+        sorted((learner for learner in learners if not learner.graded), key=lambda ln: ln.name),
+        checks,
+        {check: Counter(ln.statuses[check] for ln in graded if check in ln.statuses) for check in checks},
+        ranked_mistakes(graded, checks, pages),
+        first_todos(graded, checks),
+        {check: page for check, page in pages.items() if page},
+    )
+
+
+def given_page(check: str, learners: list[Learner]) -> str | None:
+    """The course page the inputs name for a check this registry does not know: the first learner's that names one."""
+    return next((learner.pages[check] for learner in learners if check in learner.pages), None)
+
+
+def ranked_mistakes(learners: list[Learner], checks: list[str], pages: dict[str, str | None]) -> list[NamedMistake]:
+    """Each (check, mistake) with the learners it caught: the most first, then in course order, then by its words."""
+    counted = Counter((check, words) for learner in learners for check, words in learner.mistakes.items())
+    place = {check: index for index, check in enumerate(checks)}
+    ranked = sorted(counted.items(), key=lambda item: (-item[1], place[item[0][0]], item[0][1]))
+    return [NamedMistake(check, words, count, pages[check]) for (check, words), count in ranked]
+
+
+def first_todos(learners: list[Learner], checks: list[str]) -> list[tuple[str, int]]:
+    """Where learners stop: each learner's first todo check in course order, counted; the most first."""
+    stops = Counter(
+        next(check for check in checks if learner.statuses.get(check) == "todo")
+        for learner in learners
+        if "todo" in learner.statuses.values()
+    )
+    return sorted(stops.items(), key=lambda item: (-item[1], checks.index(item[0])))
