@@ -356,3 +356,80 @@ def test_the_gradebook_gives_each_check_its_points_beside_its_status(tmp_path):
             "error": "no exercises/",
         },
     ]
+
+
+# A module-level line, a class body, a decorator and a default run as the file is imported; a function's body, a
+# lambda's included, runs when called.
+IMPORT_TIME_LINES = """import functools
+LIMIT = 2
+
+
+class Model:
+    size = LIMIT * 2
+
+    @functools.cache
+    def forward(self, x=LIMIT):
+        y = x + 1
+        return y
+
+
+scale = lambda x: x / 0
+"""
+
+
+@pytest.mark.parametrize(
+    ("line", "at_import"),
+    [(2, True), (6, True), (8, True), (9, True), (10, False), (11, False), (14, False)],
+)
+def test_a_line_runs_at_import_outside_every_function_body(line, at_import, tmp_path):
+    from grader.host.batch import runs_at_import
+
+    (tmp_path / "model.py").write_text(IMPORT_TIME_LINES)
+    assert runs_at_import(tmp_path, "model.py", line) is at_import
+
+
+def test_any_line_of_a_file_that_does_not_compile_runs_at_import_and_no_other_file_s(tmp_path):
+    from grader.host.batch import runs_at_import
+
+    (tmp_path / "model.py").write_text(IMPORT_TIME_LINES.replace("y = x + 1", "y = x +"))
+    assert runs_at_import(tmp_path, "model.py", 10) and runs_at_import(tmp_path, "model.py", 11)
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "model.py").write_text("undefined\n")
+    assert not runs_at_import(tmp_path, "absent.py", 1) and not runs_at_import(tmp_path, "inner/model.py", 1)
+
+
+# Two files that do not import, one that never compiles and one that raises as it runs, and a forward that raises when
+# a check calls it.
+BROKEN = {
+    "block.py": [("from .mlp import MLP\n", "from .mlp import MLP\ndef broken(:\n")],
+    "mlp.py": [("\n\ndef gelu_new", "\n\nundefined_name\n\n\ndef gelu_new")],
+    "attention.py": [("        q = einops.einsum(", "        1 / 0\n        q = einops.einsum(")],
+}
+BROKEN_CHECKS = ("attention", "gelu_new", "mlp", "block", "unembed")
+
+
+def test_the_error_column_names_the_files_that_do_not_import_and_why(reference, tmp_path):
+    """Alongside the missing files: the files that do not import, each with its error in one line, in the CSV and the
+    JSON result. An error a forward raised when a check called it (attention's here) is that check's, and stays out."""
+    from grader.host.batch import Options, grade_submission, result_writer, write_gradebook
+
+    submission = write_submission(tmp_path, "broken", BROKEN)
+    (submission / "exercises" / "unembedding.py").unlink()
+    checks = [check for check in registry() if check.id in BROKEN_CHECKS]
+    result = grade_submission(submission, checks, Options(BROKEN_CHECKS, "random", 60, 300))
+
+    checked = {check["id"]: check for check in result.report["checks"]}
+    assert {check: checked[check]["status"] for check in BROKEN_CHECKS} == dict.fromkeys(BROKEN_CHECKS, "error")
+    assert checked["attention"]["message"].startswith("ZeroDivisionError")  # the control: it raised, when called
+    syntax_line = (submission / "exercises" / "block.py").read_text().splitlines().index("def broken(:") + 1
+    expected = (
+        "missing unembedding.py; "
+        "mlp.py does not import: NameError: name 'undefined_name' is not defined; "
+        f"block.py does not import: SyntaxError: invalid syntax (block.py, line {syntax_line})"
+    )
+    assert result.error == expected
+    write_gradebook(tmp_path / "grades.csv", [result], checks)
+    result_writer(tmp_path / "results", sum(check.points for check in checks))(result)
+    with open(tmp_path / "grades.csv", newline="") as handle:
+        assert [row["error"] for row in csv.DictReader(handle)] == [expected]
+    assert json.loads((tmp_path / "results" / "broken.json").read_text())["error"] == expected

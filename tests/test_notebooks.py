@@ -3,14 +3,20 @@ grades recorded from outside any kernel."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
+import textwrap
+import warnings
 from pathlib import Path
 
+import jsonschema
 import nbformat
 import pytest
 from conftest import EXERCISES, REPO, SOLUTIONS, run_grade
@@ -21,16 +27,24 @@ from grader.checks import PARTS, registry
 ASSIGNMENT = "gpt2"
 
 
-def nbgrader(course: Path, *commands: list[str]) -> None:
-    """nbgrader commands run side by side in the course directory; each must succeed."""
-    path = (
-        f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # nbgrader runs alembic from this venv
+SCRIPTS = Path(sysconfig.get_path("scripts"))  # this environment's commands: nbgrader, alembic
+
+
+def path_without_alembic() -> str:
+    """PATH less the directories that hold an `alembic`: as for an instructor whose environment is not activated."""
+    return os.pathsep.join(
+        folder for folder in os.environ.get("PATH", "").split(os.pathsep) if not (Path(folder) / "alembic").exists()
     )
+
+
+def nbgrader(course: Path, *commands: list[str]) -> None:
+    """nbgrader commands run side by side in the course directory, each of which must succeed. Run as the instructors'
+    page has them, the environment not activated (`.venv/bin/nbgrader`, no alembic on PATH): the config finds it."""
     running = [
         subprocess.Popen(
-            [sys.executable, "-m", "nbgrader", *args],
+            [str(SCRIPTS / "nbgrader"), *args],
             cwd=course,
-            env={**os.environ, "PATH": path},
+            env={**os.environ, "PATH": path_without_alembic()},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -242,6 +256,77 @@ def test_the_recorded_package_holds_the_exercise_cells_and_nothing_else(tmp_path
     assert all(text in cells for text in ("grade_in_own_process = forged", '"""rewritten"""', '"""outside"""'))
 
 
+def test_recording_a_learner_new_to_the_gradebook_warns_of_nothing(tmp_path, monkeypatch):
+    """nbgrader's own way to add a submission, under SQLAlchemy 2, warned three times (SAWarning: ... not in session,
+    add operation ... will not proceed) as the grades of a learner new to the gradebook were written. Written as
+    nbgrader has it: every part's test cells get the learner's points."""
+    from nbgrader.api import Gradebook
+
+    from grader.host.batch import Submission
+    from grader.host.notebooks import grade_cell_id, notebook_name, write_gradebook
+
+    monkeypatch.setenv("PATH", f"{SCRIPTS}{os.pathsep}{os.environ.get('PATH', '')}")  # nbgrader makes it with alembic
+    database, checks = f"sqlite:///{tmp_path / 'gradebook.db'}", registry()
+    notebooks = {check.id: Path(notebook_name(check.part)).stem for check in checks}
+    with Gradebook(database) as gradebook:  # what `nbgrader generate_assignment` records of the assignment
+        gradebook.add_assignment(ASSIGNMENT)
+        for notebook in dict.fromkeys(notebooks.values()):
+            gradebook.add_notebook(notebook, ASSIGNMENT)
+        for check in checks:
+            gradebook.add_grade_cell(
+                grade_cell_id(check.id), notebooks[check.id], ASSIGNMENT, max_score=check.points, cell_type="code"
+            )
+    passed = [check for check in checks if check.part == "model"]
+    report = {"checks": [{"id": check.id, "status": "pass", "score": check.points} for check in passed]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        write_gradebook(database, ASSIGNMENT, [Submission("ada", report)], checks)
+    assert [f"{warning.category.__name__}: {warning.message}" for warning in caught] == []
+    with Gradebook(database) as gradebook:
+        scores = {
+            check.id: gradebook.find_grade(grade_cell_id(check.id), notebooks[check.id], ASSIGNMENT, "ada").score
+            for check in checks
+        }
+    assert scores == {check.id: check.points if check in passed else 0 for check in checks}
+
+
+def test_the_recorded_grades_are_also_one_json_result_per_learner_as_batch_writes_them(reference, tmp_path):
+    """Beside the CSV, FILE-results/LEARNER.json, as batch writes them, so that a class view reads the notebooks'
+    grades as it reads batch's: a learner whose notebooks are graded, and one whose notebook cannot be read."""
+    from grader.host.notebooks import main, source_notebooks
+
+    submitted = tmp_path / "submitted"
+    notebooks, _ = source_notebooks(SOLUTIONS)
+    (submitted / "solved" / ASSIGNMENT).mkdir(parents=True)
+    for name, notebook in notebooks.items():
+        nbformat.write(notebook, submitted / "solved" / ASSIGNMENT / name)
+    (submitted / "unread" / ASSIGNMENT).mkdir(parents=True)
+    (submitted / "unread" / ASSIGNMENT / "1-model.ipynb").write_text("not a notebook")
+    command = ["grade", str(submitted), "embed", "--csv", str(tmp_path / "grades.csv"), "--reference", "random"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(command) == 0
+
+    with open(tmp_path / "grades.csv", newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    results = {path.name: json.loads(path.read_text()) for path in (tmp_path / "grades-results").iterdir()}
+    assert sorted(results) == ["solved.json", "unread.json"] and sorted(rows) == ["solved", "unread"]
+    for student, row in rows.items():
+        result = results[f"{student}.json"]
+        assert sorted(result) == ["error", "max_score", "report", "score", "submission"]  # batch's Submission.to_dict
+        assert [result["submission"], str(result["score"]), str(result["max_score"]), result["error"] or ""] == [
+            student,
+            row["score"],
+            row["max_score"],
+            row["error"],
+        ]
+    solved = results["solved.json"]["report"]
+    jsonschema.validate(solved, json.loads((REPO / "grader" / "schemas" / "report.schema.json").read_text()))
+    assert [(check["id"], check["status"]) for check in solved["checks"]] == [("embed", "pass")]
+    assert solved["package"] == str(submitted / "solved" / ASSIGNMENT)  # the notebooks, not the scratch package
+    assert results["unread.json"]["report"] is None
+    assert results["unread.json"]["error"].startswith("1-model.ipynb is not a notebook nbformat reads")
+
+
 @pytest.fixture(scope="module")
 def recorded(course, tmp_path_factory) -> dict:
     """`python -m grader.host.notebooks grade` over four learners' notebooks, into a CSV and a copy of the
@@ -262,7 +347,8 @@ def recorded(course, tmp_path_factory) -> dict:
     with Gradebook(database) as gradebook:  # what autograde records for a forging notebook (the control below)
         for student in FORGERIES:
             gradebook.update_or_create_student(student)
-            gradebook.update_or_create_submission(ASSIGNMENT, student)
+            with gradebook.db.no_autoflush:  # as write_gradebook adds a submission: no SAWarning
+                gradebook.update_or_create_submission(ASSIGNMENT, student)
             for check in registry():
                 grade = gradebook.find_grade(
                     f"check-{check.id.replace('.', '-')}",
@@ -276,6 +362,7 @@ def recorded(course, tmp_path_factory) -> dict:
     command += ["--csv", str(root / "grades.csv"), "--db", database, "--reference", "random", "--jobs", "2"]
     ran = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "Warning" not in ran.stderr  # two of the learners are new to the gradebook (see write_gradebook)
     with open(root / "grades.csv", newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     return {"root": root, "rows": rows, "database": database, "submitted": submitted}
@@ -353,7 +440,17 @@ def test_the_setup_cell_installs_from_the_source_given(course):
     assert f'"gpt2-from-scratch-grader @ {SOURCE}"' in setup
 
 
-def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_reference_build(tmp_path):
+def run_config(text: str, monkeypatch) -> tuple[float, str | None]:
+    """The cells' time limit a config sets, and the `alembic` that nbgrader, run with it, finds on PATH when started
+    with none there."""
+    monkeypatch.setenv("PATH", path_without_alembic())
+    assert shutil.which("alembic") is None  # the control: without the config, nbgrader's new gradebook fails
+    settings = {}
+    exec(text, {"get_config": lambda: type("Config", (), {"Execute": type("E", (), {})})()}, settings)
+    return settings["c"].Execute.timeout, shutil.which("alembic")
+
+
+def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_reference_build(tmp_path, monkeypatch):
     from grader.checks import registry
     from grader.host.notebooks import course_root, write_config
     from grader.host.runner import DEFAULT_TIMEOUT
@@ -361,12 +458,24 @@ def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_refe
     (tmp_path / "course" / "source" / "gpt2").mkdir(parents=True)
     config, written = write_config(course_root(tmp_path / "course" / "source" / "gpt2"))
     assert written and config == tmp_path / "course" / "nbgrader_config.py"
-    settings = {}
-    exec(config.read_text(), {"get_config": lambda: type("Config", (), {"Execute": type("E", (), {})})()}, settings)
-    timeout = settings["c"].Execute.timeout
+    timeout, alembic = run_config(config.read_text(), monkeypatch)
     assert timeout >= max(check.min_timeout or DEFAULT_TIMEOUT for check in registry()) + 300
+    assert alembic == str(SCRIPTS / "alembic")  # the one installed with nbgrader, whose migrations import it
     config.write_text("c = get_config()  # the instructor's own\n")
     assert write_config(tmp_path / "course") == (config, False) and "own" in config.read_text()
+
+
+def test_an_instructor_s_own_config_is_told_the_settings_it_needs(tmp_path, monkeypatch):
+    """What the command prints for a config it keeps: run as a config, those lines do what the generated one does."""
+    from grader.host.notebooks import cell_time_limit, main
+
+    (tmp_path / "course" / "nbgrader_config.py").parent.mkdir()
+    (tmp_path / "course" / "nbgrader_config.py").write_text("c = get_config()  # the instructor's own\n")
+    with contextlib.redirect_stdout(io.StringIO()) as printed, contextlib.redirect_stderr(io.StringIO()):
+        assert main([str(tmp_path / "course" / "source" / ASSIGNMENT), "--source", SOURCE]) == 0
+    said = printed.getvalue().split(" exists and is kept; it needs these settings (a longer timeout will do):\n")
+    assert len(said) == 2 and said[0].endswith(str(tmp_path / "course" / "nbgrader_config.py"))
+    assert run_config(textwrap.dedent(said[1]), monkeypatch) == (cell_time_limit(), str(SCRIPTS / "alembic"))
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ the correct code after it earns them, so every test here can tell the two apart.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -21,7 +20,6 @@ import psutil
 import pytest
 from conftest import EXERCISES, REPO, SOLUTIONS, by_id, run_grade, tiered, write_variant
 from test_hostile import attention_body_prefix
-from test_workflows import github_outputs
 
 from grader.checks import registry, select
 from grader.shared import sandbox, wire
@@ -462,15 +460,14 @@ def test_gradebook_cells_are_never_formulas(tmp_path):
     assert all(row[-1] == "'=1+1" for row in rows)
 
 
-def test_github_result_cannot_be_broken_out_of(tmp_path):
-    from grader.host.render import github
+def test_classroom50_outputs_cannot_be_broken_out_of(tmp_path):
+    from grader.host.render import classroom50, github
     from grader.host.results import CheckResult, Report
 
-    sneaky = "x\nresult<<EOF\nforged\nEOF\nresult=forged"
+    sneaky = "x\nstatus=success\nsummary=forged<<EOF\n"
     report = Report("random", str(tmp_path), [CheckResult("embed", "model", "", "fail", 1, message=sneaky * 10_000)])
-    text = "partial line from before" + github.output(report, tmp_path)
-    results = [value for name, value in github_outputs(text) if name == "result"]
-    assert len(results) == 1 and json.loads(base64.b64decode(results[0]))["tests"][0]["message"] == sneaky * 10_000
+    assert classroom50.outputs(report).splitlines() == ["status=failure", "summary=0/1 points, 0 of 1 checks pass"]
+    assert len(classroom50.release_body(report).encode()) <= classroom50.RELEASE_BODY_BYTES
     assert len(github.summary(report).encode()) < 2**20
 
 

@@ -19,6 +19,7 @@ and any error) and one JSON result per submission, written as soon as that submi
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import csv
 import json
@@ -29,7 +30,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,9 +95,39 @@ def submissions_in(root: Path) -> list[Path]:
 
 
 def missing_files(exercises: Path, checks: Sequence) -> list[str]:
-    return sorted(
-        {f"{check.target.file}.py" for check in checks if not (exercises / f"{check.target.file}.py").is_file()}
-    )
+    files = {f"{check.target.file}.py" for check in checks}
+    return sorted(file for file in files if not (exercises / file).is_file())
+
+
+def import_failures(exercises: Path, checks: list[dict]) -> list[str]:
+    """A line for each file of the package that failed as it was imported: "block.py does not import: SyntaxError: ...".
+    Every check that imports such a file errors at a line of it that runs at import (`runs_at_import`); an error that
+    a function's body raised when a check called it is that check's own, and not one of these."""
+    errors: dict[str, list[str]] = {}
+    for check in checks:
+        file, line = check.get("file") or "", check.get("line")
+        if check.get("status") == "error" and isinstance(line, int) and runs_at_import(exercises, file, line):
+            errors.setdefault(file, []).append(check.get("message", "").partition(f" ({file}:{line}")[0])
+    # The shortest of those messages: a check whose parts fail too names them first (grader.host.dependencies).
+    return [f"{file} does not import: {min(said, key=len)}" for file, said in errors.items()]
+
+
+def runs_at_import(exercises: Path, file: str, line: int) -> bool:
+    """Whether `line` of the package's `file` runs as it is imported: any line of a file that does not compile, else
+    one outside every function's body (a class body, a decorator, a default run at import; a body when called)."""
+    path = exercises / file
+    if Path(file).name != file or not path.is_file():  # not one of the package's files
+        return False
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # it never ran at all
+        return True
+    bodies = [
+        ((node.body if isinstance(node, ast.Lambda) else node.body[0]).lineno, node.end_lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    ]
+    return not any(first <= line <= last for first, last in bodies)
 
 
 class Refused(Exception):
@@ -153,10 +184,12 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 def add_grading_options(p, graded: str, csv_help: str) -> None:
-    """The arguments batch and the notebooks' grades share, after their directory: the checks, the CSV to write,
-    the reference, the jobs and each check's time limit."""
+    """The arguments batch and the notebooks' grades share, after their directory: the checks, the CSV and the JSON
+    results to write, the reference, the jobs and each check's time limit."""
     p.add_argument("checks", nargs="*", metavar="CHECK", help="check ids or prefixes to grade (default: all)")
     p.add_argument("--csv", type=Path, required=True, metavar="FILE", help=csv_help)
+    results_help = f"where to write the {graded}' JSON results, one each (default: next to the CSV, FILE-results/)"
+    p.add_argument("--results", type=Path, metavar="DIR", help=results_help)
     p.add_argument(
         "--reference", choices=("auto", "gpt2", "random"), default="auto", help="as for grade (default: auto)"
     )
@@ -221,17 +254,9 @@ def grade_submission(submission: Path, checks: Sequence, options: Options) -> Su
             return Submission(submission.name, error=str(refusal))
         except OSError as error:
             return Submission(submission.name, error=f"could not copy exercises/: {error}")
-        command = [
-            sys.executable,
-            "-m",
-            "grader",
-            *options.check_ids,
-            "--exercises",
-            str(package),
-            "--reference",
-            options.reference,
-        ]
-        command += ["--timeout", str(options.timeout), "--json", str(report_path), *options.sandbox_flags]
+        command = [sys.executable, "-m", "grader", *options.check_ids, "--exercises", str(package)]
+        command += ["--reference", options.reference, "--timeout", str(options.timeout), "--json", str(report_path)]
+        command += options.sandbox_flags
         # One torch thread each: the parallelism is the jobs', and threads that lose their core spin.
         # The grading's temporary files in the submission's scratch: gone with it, even when the grading is killed.
         env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": scratch}
@@ -243,12 +268,30 @@ def grade_submission(submission: Path, checks: Sequence, options: Options) -> Su
             report = json.loads(report_path.read_text())
         except (OSError, ValueError):
             last = (stderr.strip().splitlines() or [""])[-1]
-            return Submission(
-                submission.name, error=f"the grading process stopped without a report (exit code {code}) {last}".strip()
-            )
+            said = f"the grading process stopped without a report (exit code {code}) {last}"
+            return Submission(submission.name, error=said.strip())
     report["package"] = str(exercises)  # not the scratch copy, gone by now
     missing = missing_files(exercises, checks)
-    return Submission(submission.name, report, f"missing {', '.join(missing)}" if missing else "")
+    problems = ([f"missing {', '.join(missing)}"] if missing else []) + import_failures(exercises, report["checks"])
+    return Submission(submission.name, report, "; ".join(problems))
+
+
+def results_directory(args: argparse.Namespace) -> Path:
+    """Where the JSON results go: --results, else FILE-results/ beside the CSV FILE.csv."""
+    return args.results or args.csv.with_name(f"{args.csv.stem}-results")
+
+
+def result_writer(directory: Path, max_score: int) -> Callable[[Submission], None]:
+    """grade_all's on_done: each result written to `directory` as NAME.json as soon as it is known, and a line
+    on stderr, so that a batch stopped halfway keeps what it graded."""
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def done(result: Submission) -> None:
+        (directory / f"{result.name}.json").write_text(json.dumps(result.to_dict(max_score), indent=2) + "\n")
+        said = f" ({result.error})" if result.error else ""
+        print(f"{result.name}: {result.score}/{max_score}{said}", file=sys.stderr)
+
+    return done
 
 
 def grade_all(submissions: list[Path], checks: Sequence, options: Options, jobs: int, on_done) -> list[Submission]:
@@ -280,18 +323,7 @@ def write_gradebook(path: Path, results: list[Submission], checks: Sequence, fir
 
 def parser() -> argparse.ArgumentParser:
     p = tool_parser("grader.host.batch", __doc__)
-    p.add_argument(
-        "submissions",
-        type=Path,
-        metavar="SUBMISSIONS_DIR",
-        help="a directory with one learner checkout per subdirectory",
-    )
-    p.add_argument(
-        "--results",
-        type=Path,
-        metavar="DIR",
-        help="where to write one JSON result per submission (default: next to the CSV, FILE-results/)",
-    )
+    p.add_argument("submissions", type=Path, metavar="SUBMISSIONS_DIR", help="one learner checkout per subdirectory")
     add_grading_options(p, "submissions", "the gradebook to write")
     p.add_argument(
         "--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (as grade)"
@@ -349,21 +381,12 @@ def main(argv: list[str] | None = None) -> int:
     if reference.fallback_reason:
         print(f"batch: grading against the random reference: {reference.fallback_reason}", file=sys.stderr)
 
-    results_dir = args.results or args.csv.with_name(f"{args.csv.stem}-results")
-    results_dir.mkdir(parents=True, exist_ok=True)
+    results_dir = results_directory(args)
     max_score = sum(check.points for check in checks)
     submission_timeout = args.submission_timeout or submission_time_limit(checks, args.timeout)
     sandbox_flags = ("--require-sandbox",) if args.require_sandbox else ()
     options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout, sandbox_flags)
-
-    def done(result: Submission) -> None:
-        (results_dir / f"{result.name}.json").write_text(json.dumps(result.to_dict(max_score), indent=2) + "\n")
-        print(
-            f"{result.name}: {result.score}/{max_score}" + (f" ({result.error})" if result.error else ""),
-            file=sys.stderr,
-        )
-
-    results = grade_all(submissions, checks, options, args.jobs, done)
+    results = grade_all(submissions, checks, options, args.jobs, result_writer(results_dir, max_score))
     write_gradebook(args.csv, results, checks)
     print(f"graded {len(results)} submissions: {args.csv}, results in {results_dir}")
     return 0

@@ -20,7 +20,7 @@ kernel the learner's cells ran in, where a cell can patch the grader or define i
 `grade_check`. `grade` records grades from outside any kernel: it reads each submitted notebook
 (never running it), takes only its `%%exercise` cells into a package laid out like `exercises/`,
 grades that package with the sandboxed grader (`grader.host.batch`'s machinery) and writes each
-check's points into a CSV and, with `--db`, into nbgrader's gradebook.
+check's points into a CSV, one JSON result per learner as batch's and, with `--db`, into nbgrader's gradebook.
 """
 
 from __future__ import annotations
@@ -60,11 +60,18 @@ SETUP = (
 )
 CONFIG_FILE = "nbgrader_config.py"
 STARTUP_ALLOWANCE = 300  # seconds for the first cell's reference build, on a slow machine
-# nbgrader's limit per cell: a test cell may build the reference cache (minutes, once) before its check runs.
-CONFIG = """# Written by python -m grader.host.notebooks. A test cell grades one check in a process of its own; the
-# first may also build the reference cache, so cells get more time than nbgrader's default 30 s.
+# The course's nbgrader_config.py: Python that nbgrader runs in its own process as it starts.
+CONFIG = """# Written by python -m grader.host.notebooks.
+import os
+import sysconfig
+
 c = get_config()  # noqa: F821 (nbgrader defines it)
+# A test cell grades one check in a process of its own; the first may also build the reference cache, so cells get
+# more time than nbgrader's default 30 s.
 c.Execute.timeout = {timeout}
+# nbgrader makes a new gradebook by running the command `alembic` (nbgrader.api.get_alembic_version), looked up on
+# PATH: the one installed beside nbgrader first, even where its environment is not activated (.venv/bin/nbgrader).
+os.environ["PATH"] = os.pathsep.join([sysconfig.get_path("scripts"), os.environ.get("PATH", "")])
 """
 HOW_TO = (
     "Each exercise cell starts with `%%exercise FILE`: running it writes the cell to "
@@ -289,14 +296,23 @@ def cell_time_limit() -> int:
     return int(max(submission_time_limit([check], DEFAULT_TIMEOUT) for check in registry()) + STARTUP_ALLOWANCE)
 
 
+def config_text() -> str:
+    return CONFIG.format(timeout=cell_time_limit())
+
+
 def write_config(course: Path) -> tuple[Path, bool]:
-    """nbgrader_config.py at the course's root with the cells' time limit; an instructor's own is kept.
-    Returns the file and whether it was written."""
+    """nbgrader_config.py at the course's root with the cells' time limit and alembic on PATH; an instructor's own
+    is kept. Returns the file and whether it was written."""
     path = course / CONFIG_FILE
     if path.exists():
         return path, False
-    path.write_text(CONFIG.format(timeout=cell_time_limit()))
+    path.write_text(config_text())
     return path, True
+
+
+def settings_needed() -> str:
+    """The generated config's statements, indented: what an instructor's own config needs of them."""
+    return "\n".join(f"    {line}" for line in config_text().splitlines() if line and not line.startswith("#"))
 
 
 def course_root(outdir: Path) -> Path:
@@ -488,9 +504,9 @@ def write_package(notebooks: list[Path], package: Path) -> None:
         (package / name).write_text(source)  # UnicodeEncodeError (lone surrogates) is a ValueError
 
 
-def grade_packages(learners: list[Path], checks: list, args: argparse.Namespace) -> list[Submission]:
+def grade_packages(learners: list[Path], checks: list, args: argparse.Namespace, on_done) -> list[Submission]:
     """Each `learner/exercises/` graded as grader.host.batch grades a checkout: by `grade` in a process group
-    of its own, the sandbox required wherever this machine has one."""
+    of its own, the sandbox required wherever this machine has one; on_done(result) as each is graded."""
     from grader.host.batch import Options, grade_all, submission_time_limit
     from grader.host.refcache import ensure_reference
     from grader.shared.sandbox import status
@@ -504,19 +520,10 @@ def grade_packages(learners: list[Path], checks: list, args: argparse.Namespace)
     confinement = status()
     if not confinement.on:
         say(f"notebooks: grading without the sandbox, so learner code can read the answers: {confinement.describe()}")
-    max_score = sum(check.points for check in checks)
     sandbox_flags = ("--require-sandbox",) if confinement.on else ()
     time_limit = submission_time_limit(checks, args.timeout)
     options = Options(tuple(args.checks), reference.kind, args.timeout, time_limit, sandbox_flags)
-    return grade_all(
-        learners,
-        checks,
-        options,
-        args.jobs,
-        lambda result: say(
-            f"{result.name}: {result.score}/{max_score}" + (f" ({result.error})" if result.error else "")
-        ),
-    )
+    return grade_all(learners, checks, options, args.jobs, on_done)
 
 
 def has_assignment(url: str, assignment: str) -> bool:
@@ -541,7 +548,11 @@ def write_gradebook(url: str, assignment: str, results: list[Submission], checks
     with Gradebook(url) as gradebook:
         for result in results:
             gradebook.update_or_create_student(result.name)
-            gradebook.update_or_create_submission(assignment, result.name)
+            # nbgrader builds a new submission (its notebooks, their grades) before it adds it to the session, reading
+            # the assignment's notebooks meanwhile: under SQLAlchemy 2 (no backref cascade) each read autoflushed and
+            # warned that the half-built objects were not in the session yet. Unflushed, they go in whole at the add.
+            with gradebook.db.no_autoflush:
+                gradebook.update_or_create_submission(assignment, result.name)
             points = result.points
             for check in checks:
                 notebook = Path(notebook_name(check.part)).stem
@@ -574,7 +585,7 @@ def write_packages(learners: list[Path], assignment: str, scratch: Path) -> tupl
 def record_grades(args: argparse.Namespace) -> int:
     """Grade the submitted notebooks from outside any kernel and record the grades."""
     from grader.checks import select
-    from grader.host.batch import grading_options_problem, submissions_in
+    from grader.host.batch import grading_options_problem, result_writer, results_directory, submissions_in
     from grader.host.batch import write_gradebook as write_csv
     from grader.host.refcache import ReferenceUnavailable
 
@@ -588,17 +599,27 @@ def record_grades(args: argparse.Namespace) -> int:
     if args.db and not has_assignment(args.db, args.assignment):
         return usage(f"{args.db} has no assignment {args.assignment}: run nbgrader generate_assignment first")
     checks = select(args.checks)
+    write_result = result_writer(results_directory(args), sum(check.points for check in checks))
+
+    def done(result: Submission) -> None:
+        if result.report:  # its package was a scratch copy, gone by now: the notebooks it was taken from
+            result.report["package"] = str(args.submitted / result.name / args.assignment)
+        write_result(result)
+
     with tempfile.TemporaryDirectory(prefix="gpt2-notebooks-") as scratch:
         packaged, unread = write_packages(submissions_in(args.submitted), args.assignment, Path(scratch))
         try:
-            graded = grade_packages(packaged, checks, args)
+            graded = grade_packages(packaged, checks, args, done)
         except ReferenceUnavailable as error:
             return usage(f"{error} (--reference random grades offline)")
+    for result in unread:
+        done(result)
     results = sorted(unread + graded, key=lambda result: result.name)
     write_csv(args.csv, results, checks, first="student")
     if args.db:
         write_gradebook(args.db, args.assignment, results, checks)
-    print(f"graded {len(results)} notebook submissions: {args.csv}" + (f", {args.db}" if args.db else ""))
+    recorded = ", ".join(str(path) for path in (args.csv, results_directory(args), args.db) if path)
+    print(f"graded {len(results)} notebook submissions: {recorded}")
     return 0
 
 
@@ -665,11 +686,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in written:
         print(path)
     config, new = write_config(course_root(args.outdir))
-    print(
-        config
-        if new
-        else f"notebooks: {config} exists and is kept; give cells c.Execute.timeout >= {cell_time_limit()}"
-    )
+    kept = f"notebooks: {config} exists and is kept; it needs these settings (a longer timeout will do):"
+    print(config if new else f"{kept}\n{settings_needed()}")
     return 0
 
 
