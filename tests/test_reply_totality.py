@@ -547,10 +547,10 @@ def every_format(report, directory: Path, draw: bool) -> None:
 
     from rich.console import Console
 
-    from grader.host.render import RENDERERS, github, gradescope, html, junit, text
+    from grader.host.render import RENDERERS, classroom50, github, gradescope, html, junit, text
     from grader.host.render import json as json_format
 
-    formats = {"text", "json", "junit", "gradescope", "html", "github"}
+    formats = {"text", "json", "junit", "gradescope", "html", "classroom50", "github"}
     assert {renderer.module for renderer in RENDERERS} == formats  # a new format is rendered here too
     text.print_report(report, Console(file=io.StringIO(), width=100))
     json.loads(json_format.render(report))
@@ -560,6 +560,8 @@ def every_format(report, directory: Path, draw: bool) -> None:
     assert html.render(replace(report, checks=checks))
     environ = {"GITHUB_STEP_SUMMARY": str(directory / "summary"), "GITHUB_OUTPUT": str(directory / "output")}
     assert github.publish(report, environ, io.StringIO(), "token") == []
+    runner = {name: "x" for name in (*classroom50.RUNNER_VARIABLES, "OWNER")}
+    assert classroom50.publish(report, {**environ, **runner}, directory) == []
 
 
 class Judged:
