@@ -80,8 +80,9 @@ def test_an_error_raised_in_a_parts_file_still_names_the_part_first():
 
 
 TRAINING = ("training.next_token_loss", "training.make_optimizer", "training.lr_at", "training.train_step")
-SHORT_RUN = np.array([4.1, 12.0, 5.5, 5.0, 4.6, 4.2])  # held-out loss, seconds, then the training losses
-BAR = np.array([3.652, 5.55, 0.0, 0.0, 0.0, 0.0])
+RATES = [1e-2] * 8  # the first parameter group's lr at each step, then the last group's: on the schedule
+SHORT_RUN = np.array([4.1, 12.0, 5.5, 5.0, 4.6, 4.2, *RATES])  # held-out loss, seconds, the training losses, RATES
+BAR = np.array([3.652, 5.55, 0.0, 0.0, 0.0, 0.0, *RATES])
 
 
 def failing_trainer(**statuses: str) -> CheckResult:
@@ -114,6 +115,14 @@ def test_a_trainer_that_learnt_little_names_the_failing_step():
 
 def test_the_trainers_bar_is_no_difference_from_an_expected_tensor():
     """A passing trainer showed -3.08e-01: the loss minus the bar, signed. A bar has no max abs diff."""
-    passing = below_threshold(np.array([3.3, 12.0, 5.5, 3.1]), BAR[:4], Tolerance())
+    passing = below_threshold(np.array([3.3, 12.0, *SHORT_RUN[2:]]), BAR, Tolerance())
     assert passing.ok and passing.max_abs_diff is None
     assert below_threshold(SHORT_RUN, BAR, Tolerance()).max_abs_diff is None
+
+
+def test_a_parameter_group_off_the_schedule_fails_whatever_the_loss():
+    """Only the first group's lr set: the loss clears the bar, the last group's lr says where it went wrong."""
+    last_group_stuck = np.array([3.3, 12.0, *SHORT_RUN[2:6], *RATES[:4], 1e-2, 2e-2, 2e-2, 2e-2])
+    comparison = below_threshold(last_group_stuck, BAR, Tolerance(atol=0.0, rtol=1e-6))
+    assert not comparison.ok
+    assert comparison.message == "the last parameter group's lr at step 1 is 0.02, lr_at gives 0.01"

@@ -28,6 +28,10 @@ NO_SHIFT = [
 ]
 CLIP_THEN_STEP = "nn.utils.clip_grad_norm_(model.parameters(), clip)\n    optimizer.step()"
 # mistake: (check, edits of training.py, what the hint must say)
+SET_LR = '            for group in self.optimizer.param_groups:\n                group["lr"] = lr_at('
+STEP = "            self.losses.append(train_step(self.model, self.optimizer, batch, args.clip))\n"
+SET_LR_AND_STEP = SET_LR + "step, args.warmup, total, args.max_lr, args.min_lr)\n" + STEP
+LR_AFTER_STEP = STEP + SET_LR + "step, args.warmup, total, args.max_lr, args.min_lr)\n"
 MISTAKES = {
     "no shift": ("training.next_token_loss", NO_SHIFT, "no shift"),
     "the last position only": (
@@ -80,6 +84,13 @@ MISTAKES = {
         [("return max_lr * (step + 1) / warmup", "return max_lr * step / warmup")],
         "off by one",
     ),
+    "the first parameter group's lr only": (
+        "training.trainer",
+        [(SET_LR, '            self.optimizer.param_groups[0]["lr"] = lr_at(')],
+        "only the first parameter group follows lr_at",
+    ),
+    "the lr never set": ("training.trainer", [(SET_LR, "            lr_at(")], "stays at max_lr"),
+    "the lr set after the step": ("training.trainer", [(SET_LR_AND_STEP, LR_AFTER_STEP)], "set after the step"),
 }
 
 
@@ -99,8 +110,13 @@ def test_stubs_are_todo(grade):
     assert {c.id: c.status for c in grade(EXERCISES, "training").checks} == dict.fromkeys(TRAINING_CHECKS, "todo")
 
 
-# `make test-all` also grades "weight decay on every parameter" (about 1.5 s); make_optimizer's other mistake is quick.
-QUICK = [name for name in MISTAKES if name != "weight decay on every parameter"]
+# `make test-all` also grades "weight decay on every parameter" (about 1.5 s; make_optimizer's other mistake is quick)
+# and two of the loop's three schedule slips.
+QUICK = [
+    name
+    for name in MISTAKES
+    if name not in ("weight decay on every parameter", "the lr never set", "the lr set after the step")
+]
 
 
 @pytest.mark.parametrize("mistake", tiered(MISTAKES, QUICK))

@@ -156,7 +156,9 @@ def difference(evidence, case: str) -> dict:
 
 def loss_curve(evidence) -> dict:
     """The learner's Trainer's loss at each step, its held-out loss and the bar it had to beat; the trainer's
-    output is [held-out loss, seconds, loss of each step], its expected [the bar, an untrained model's loss]."""
+    output is [held-out loss, seconds, each step's loss, each step's lr of two parameter groups], its expected
+    [the bar, an untrained model's loss, ...] (grader.checks.training.outcome_layout; not imported here, as that
+    module imports the learner's side)."""
     if evidence.check.id != TRAINER:
         return {}
     case = next(iter(evidence.cases))
@@ -164,8 +166,9 @@ def loss_curve(evidence) -> dict:
     drawable = output is not None and output.ndim == 1 and len(output) > 2 and np.issubdtype(output.dtype, np.floating)
     if not drawable or not np.isfinite(output).all():
         return {}
+    steps = (len(output) - 2) // 3
     levels = {"your held-out loss": float(output[0]), "to beat (unigram frequencies)": float(expected[0])}
-    return {"loss_curve": {"model": YOURS, "losses": output[2:].tolist(), "levels": levels}}
+    return {"loss_curve": {"model": YOURS, "losses": output[2 : 2 + steps].tolist(), "levels": levels}}
 
 
 # --- Part 5: induction heads ------------------------------------------------------------------------------------

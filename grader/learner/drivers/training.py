@@ -175,9 +175,27 @@ def held_out_loss(model: nn.Module, batches: Tensor) -> float:
     return torch.stack(losses).mean().item()
 
 
+def stepped_rates(fit):
+    """`fit()`'s return value, and for every optimiser step it took the learning rate of its first and of its last
+    parameter group, read as the step begins (torch's global step hook: whatever optimiser the loop steps)."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    rates: list[tuple[float, float]] = []
+
+    def record(optimizer, *_):
+        groups = optimizer.param_groups
+        rates.append((as_number(groups[0]["lr"], "a group's lr"), as_number(groups[-1]["lr"], "a group's lr")))
+
+    handle = register_optimizer_step_pre_hook(record)
+    try:
+        return fit(), rates
+    finally:
+        handle.remove()
+
+
 def outcome(ctx, args) -> Tensor:
-    """The learner's Trainer fits the learner's tiny Transformer to the corpus's training batches;
-    [held-out loss by the grader, seconds, every step's loss]."""
+    """The learner's Trainer fits the learner's tiny Transformer to the corpus's training batches; [held-out loss
+    by the grader, seconds, every step's loss, every step's lr of the first parameter group, then of the last]."""
     import torch
 
     max_lr, min_lr, warmup, weight_decay, clip, d_vocab = args[0].tolist()
@@ -190,9 +208,14 @@ def outcome(ctx, args) -> Tensor:
     train = ctx.tensor("train")
     started = time.monotonic()
     with torch.enable_grad():
-        losses = trainer_class(model, training_args).fit(train)
+        trainer = trainer_class(model, training_args)
+        losses, rates = stepped_rates(lambda: trainer.fit(train))
     seconds = time.monotonic() - started
     if len(losses) != len(train):
         raise ValueError(f"Trainer.fit returned {len(losses)} losses for {len(train)} batches")
+    if len(rates) != len(train):
+        raise ValueError(f"Trainer.fit stepped the optimizer {len(rates)} times for {len(train)} batches")
     losses = [as_number(loss, "Trainer.fit") for loss in losses]
-    return torch.tensor([held_out_loss(model, ctx.tensor("held_out")), seconds, *losses], dtype=torch.float64)
+    firsts, lasts = zip(*rates, strict=True)
+    held_out = held_out_loss(model, ctx.tensor("held_out"))
+    return torch.tensor([held_out, seconds, *losses, *firsts, *lasts], dtype=torch.float64)
