@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -112,9 +113,16 @@ def test_the_release_notes_open_with_the_score_then_what_to_fix_first():
 
 def test_a_passing_grading_has_nothing_to_fix_and_says_success():
     passing = report_of(SAMPLE.checks[0])
-    assert "Fix first" not in classroom50.release_body(passing)
+    assert "###" not in classroom50.release_body(passing)
     assert classroom50.outputs(passing) == "status=success\nsummary=1/1 points, 1 of 1 checks pass"
     assert classroom50.outputs(SAMPLE) == "status=failure\nsummary=1/8 points, 1 of 4 checks pass"
+
+
+def test_where_nothing_fails_yet_the_notes_say_where_to_start():
+    started = report_of(SAMPLE.checks[0], SAMPLE.checks[2], replace(SAMPLE.checks[2], id="mlp", summary="MLP"))
+    body = classroom50.release_body(started)
+    assert "### Fix first" not in body and "### Start here\n\n- `attention` 📝 todo, 0/3 points" in body
+    assert "`mlp`" not in body.split("| check |")[0]
 
 
 def test_publish_replaces_what_the_checkout_holds_and_appends_the_outputs(tmp_path):

@@ -97,22 +97,26 @@ def commit_pages(environ: Mapping[str, str]) -> str:
 
 
 def fix_first(report: Report, pages: str, limit: int) -> list[str]:
-    """The failing checks in course order, the first few with all the grader said of them."""
+    """The failing checks in course order, the first few with all the grader said of them; where none fails, the
+    first check still to do, which is where to start."""
     failing = [check for check in report.checks if check.status in FAILING]
-    if not failing:
+    todo = [check for check in report.checks if check.status == "todo"]
+    shown, title = (failing, "Fix first") if failing else (todo[:1], "Start here")
+    if not shown:
         return []
     share = max(200, limit // FIX_FIRST)
-    lines = ["### Fix first", ""]
-    for check in failing[:FIX_FIRST]:
+    lines = [f"### {title}", ""]
+    for check in shown[:FIX_FIRST]:
         said = shorten("<br>".join(paragraphs(check)), share)
         points = f"{check.score}/{check.max_score} points"
         lines.append(f"- {check_cell(check, pages)} {ICONS[check.status]} {check.status}, {points}: {said}")
-    more = len(failing) - FIX_FIRST
+    more = len(shown) - FIX_FIRST
     return [*lines, *([f"- and {more} more failing in the table below"] if more > 0 else []), ""]
 
 
 def release_body(report: Report, pages: str = "", limit: int = RELEASE_BODY_BYTES) -> str:
-    """The release notes: the score, what to fix first, then every check; under GitHub's limit."""
+    """The release notes: the score, what to fix first (or where to start), then every check; under GitHub's
+    limit."""
     return "\n".join([*heading(report), *fix_first(report, pages, limit // 4), *table(report, limit // 2, pages)])
 
 
