@@ -317,6 +317,11 @@ def test_bad_input_is_one_line(tmp_path):
         and not (tmp_path / "grades.csv").exists()
     )
     assert os.listdir(tmp_path / "subs") == []
+    # The checks may follow the options, as `make batch ARGS="embed"` passes them; an unknown one is still refused.
+    checks_last = run_batch(str(tmp_path / "subs"), "--csv", str(tmp_path / "grades.csv"), "embed", "--jobs", "1")
+    assert checks_last.returncode == 2 and "has no submission directories" in checks_last.stderr
+    unknown = run_batch(str(tmp_path / "subs"), "--csv", str(tmp_path / "grades.csv"), "--jobs", "1", "nonesuch")
+    assert unknown.returncode == 2 and "nonesuch" in unknown.stderr
 
 
 def test_the_gradebook_gives_each_check_its_points_beside_its_status(tmp_path):

@@ -355,7 +355,7 @@ def grading_options_problem(submitted: Path, args: argparse.Namespace) -> str | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_intermixed_args(argv)  # CHECK ... may follow the options: make batch ARGS="embed"
     from grader.checks import select
     from grader.host.refcache import ReferenceUnavailable, ensure_reference
 
