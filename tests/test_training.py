@@ -127,6 +127,16 @@ def test_mistake_fails_at_its_check_with_its_hint(grade, tmp_path, mistake):
     assert hint in (result.hint or ""), (result.message, result.hint)
 
 
+def test_train_step_and_evaluate_name_a_failing_next_token_loss_first(grade, tmp_path):
+    """Both call the learner's next_token_loss (the README says so): its failure is the one to fix first."""
+    checks = ("training.next_token_loss", "training.train_step", "training.evaluate")
+    results = by_id(grade(write_variant(tmp_path, {"training.py": NO_SHIFT}), *checks))
+    assert results["training.next_token_loss"].status == "fail"
+    for check_id in checks[1:]:
+        assert results[check_id].status == "fail", results[check_id].message
+        assert results[check_id].next_step.startswith("fix training.next_token_loss first"), results[check_id]
+
+
 @pytest.mark.slow
 def test_a_loop_without_the_shift_fails_the_outcome(grade, tmp_path):
     result = by_id(
