@@ -28,7 +28,7 @@ ON_THE_MODEL = (  # the checks whose functions take the learner's Transformer
     "training.trainer",
 )
 BESIDE_THE_MODEL = ("interp.qk_circuit", "interp.ov_circuit", "interp.fold_layernorm", "interp.erase_direction")
-NOTE = "graded on GPT-2's Transformer: yours "
+NOTE = "graded on the grader's own Transformer: yours "
 
 
 def stand_in_notes(result) -> list[str]:

@@ -198,8 +198,9 @@ def notes(evidence: Evidence) -> list[str]:
 
 
 def stand_in_note(reply: wire.Reply) -> list[str]:
-    """A check that ran on the grader's Transformer, the learner's failing, says so whatever its verdict."""
-    return [f"graded on GPT-2's Transformer: yours {reply.stand_in}"] if reply.stand_in else []
+    """A check that ran on the grader's Transformer, the learner's failing, says so whatever its verdict. Not
+    "GPT-2's": offline it holds the random reference's weights, and the training checks' is a tiny model."""
+    return [f"graded on the grader's own Transformer: yours {reply.stand_in}"] if reply.stand_in else []
 
 
 def compare_cases(evidence: Evidence) -> Compared:
