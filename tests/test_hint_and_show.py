@@ -13,7 +13,7 @@ import json
 import re
 
 import pytest
-from conftest import SOLUTIONS, run_grade, write_variant
+from conftest import REPO, SOLUTIONS, run_grade, write_variant
 
 from grader.host.hints import STATE_FILE
 from grader.host.release import hidden_lines
@@ -127,3 +127,12 @@ def test_show_prints_a_failing_model_too(reference, tmp_path):
     )
     rows = prediction_rows(result.stdout, "transformer")
     assert len(rows) == len(reference.meta["prompt_tokens"]) and any(row[1] != row[2] for row in rows)
+
+
+def test_the_idea_reads_the_course_page_as_text_not_markdown():
+    """--hint's first level quotes a page: its emphasis, code marks and links are shown as a terminal shows them."""
+    from grader.host.hints import WIDTH, first_paragraph
+
+    lines = first_paragraph(REPO / "docs" / "course" / "05-attention.md")
+    assert any(line.strip().startswith("1 Queries, keys, values.") for line in lines), lines
+    assert not [line for line in lines if "**" in line or "`" in line or len(line) > WIDTH]

@@ -12,14 +12,15 @@ report say, and numbers.
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
-import re
-import textwrap
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
+from rich.markdown import Markdown
 
 from grader.host.course import page_of
 from grader.host.diagnose import Candidate, first_divergence, matches_step, names_step, shaped_like
@@ -125,18 +126,18 @@ def idea(result: CheckResult, evidence: Evidence) -> list[str]:
 
 def first_paragraph(page: Path) -> list[str]:
     """The first paragraph of a page's first section (after its title, links and exercise lines), with the list it
-    introduces when it ends in a colon, each item on lines of its own; wrapped to WIDTH."""
+    introduces when it ends in a colon, as a terminal shows Markdown (rich): no `**` or backticks left, links as their
+    text, wrapped to WIDTH."""
     try:
         text = page.read_text(encoding="utf-8")
     except OSError:
         return []
     paragraphs = text.split("\n## ", 1)[1].split("\n\n")[1:] if "\n## " in text else []
     shown = paragraphs[:2] if paragraphs and paragraphs[0].rstrip().endswith(":") else paragraphs[:1]
-    lines = []
-    for paragraph in shown:
-        for item in re.split(r"\n(?=\d+\. |- )", paragraph):  # a list's items, or the paragraph whole
-            lines += textwrap.wrap(" ".join(item.split()), WIDTH, subsequent_indent="   " if item[:1].isdigit() else "")
-    return lines
+    console = Console(file=io.StringIO(), width=WIDTH, color_system=None, emoji=False, highlight=False)
+    with console.capture() as captured:
+        console.print(Markdown("\n\n".join(shown), hyperlinks=False))
+    return [line.rstrip() for line in captured.get().splitlines() if line.strip()]
 
 
 def where(result: CheckResult, evidence: Evidence) -> list[str]:
