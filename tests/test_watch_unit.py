@@ -99,6 +99,19 @@ def test_checks_stopped_by_one_error_share_a_line_and_a_failure_gets_its_next_st
     assert shown[3].split()[:2] == ["block", "ERROR"] and len(shown) == 4
 
 
+def test_a_syntax_error_that_stops_passing_checks_is_one_line():
+    """The README promises it: no `read:` line, as the fix is at the line the error names, not in the course."""
+    before = by_id(result("attention.causal_mask", "pass"), result("attention", "pass"))
+    now = [result("attention.causal_mask", "error", **SYNTAX), result("attention", "error", **SYNTAX)]
+    (line,) = check_lines(now, before)
+    assert line.plain.endswith(SYNTAX["message"])
+    raised = {**SYNTAX, "message": "NameError: name 'x' is not defined (attention.py:3)"}  # a page may help there
+    assert [line.plain.split()[0] for line in check_lines([result("attention", "error", **raised)], before)] == [
+        "attention",
+        "read:",
+    ]
+
+
 def test_the_saved_files_are_named_inside_the_package_once_each_and_printable(tmp_path):
     changes = {
         (watchfiles.Change.modified, str(tmp_path / "attention.py")),

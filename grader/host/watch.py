@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from grader.checks import Check, file_stem, registry
+from grader.host.dependencies import UNCOMPILED
 from grader.host.pipeline import OnResult, ReferenceTampered, grade_package
 from grader.host.refcache import ReferenceData
 from grader.host.render import text
@@ -78,9 +79,9 @@ def check_lines(
 ) -> list[Text]:
     """One line per regraded check, with its message unless it passes, and for a failing one the line
     that says what to do. Checks stopped by one identical error share one line (a syntax error stops
-    every check of its file), as in the terminal's table. With the last run's results (`before`), a check
-    that starts failing gets a `read:` line with its course page, once: not again while it still fails. The labels
-    are padded to `width` at least (the lines of one save, printed as each check's result comes)."""
+    every check of its file, and is that one line), as in the terminal's table. With the last run's results
+    (`before`), a check that starts failing gets a `read:` line with its course page, once: not again while it still
+    fails. The labels are padded to `width` at least (the lines of one save, printed as each check's result comes)."""
     groups = [(text.group_label([result.id for result in group]), group) for group in text.shared_errors(results)]
     width = max([width, *(len(label) for label, _ in groups)])
     lines = []
@@ -98,7 +99,8 @@ def check_lines(
         if result.status == "fail" and next_step:
             lines.append(Text(" " * (width + 4) + next_step[0]))
         pages = dict.fromkeys(member.page_to_read for member in group if starts_failing(before, member))
-        if pages:  # the course page of each check that starts failing, as the full report's `read:` line
+        if pages and not result.message.startswith(UNCOMPILED):  # a syntax error is one line: its fix is at its line
+            # the course page of each check that starts failing, as the full report's `read:` line
             lines.append(Text(" " * (width + 4) + f"read: {', '.join(page for page in pages if page)}"))
     return lines
 
