@@ -46,7 +46,8 @@ def open_page(path, tmp_path) -> dict:
             seen["images"] = page.eval_on_selector_all(
                 "img", "images => images.map(i => ({alt: i.alt, drawn: i.complete && i.naturalWidth > 0}))"
             )
-            seen["lens_rows"] = page.locator("table.lens tr").count()
+            seen["lens_columns"] = page.eval_on_selector_all("table.lens", "ts => ts.map(t => t.rows[0].cells.length)")
+            seen["overflow"] = page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
             seen["predictions"] = page.eval_on_selector_all(
                 "table.predictions tr", "rows => rows.map(r => [...r.cells].map(c => [c.textContent, c.className]))"
             )
@@ -91,8 +92,10 @@ def test_page_loads_without_errors_and_draws_its_images(broken_attention_page, t
         "difference heatmap: |yours - the random reference|",  # the transformer's logits
     ]
     assert all(image["drawn"] for image in seen["images"])
-    # GPT-2's lens: the token row, then the stream before each of 12 blocks and after the last; the small model's: 2
-    assert seen["lens_rows"] == (1 + 13) + (1 + 3)
+    # GPT-2's lens: a position and its token, then the stream before each of 12 blocks and after the last; the small
+    # model's: before its 2 blocks and after. A row per position, so its repeated sequence fits the page's width.
+    assert seen["lens_columns"] == [2 + 13, 2 + 3]
+    assert not seen["overflow"]
     head, *rows = seen["predictions"]
     assert [text for text, _ in head] == ["token", "the random reference's next", "yours next"]
     assert len(rows) == 7 and any(cells[2][1] == "differs" for cells in rows)  # 7 prompt tokens, some differ

@@ -26,7 +26,8 @@ table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 td.pass { color: #1a7f37; } td.fail { color: #cf222e; } td.todo { color: #9a6700; }
 td.error, td.timeout { color: #8250df; }
-.lens td { font-family: ui-monospace, monospace; white-space: pre; }
+.lens td { font-family: ui-monospace, monospace; white-space: pre; font-size: 0.9em; }
+div.wide { overflow-x: auto; max-width: 100%; }
 .lens td.differs, .predictions td.differs, .ablation td.differs { background: #ffebe9; }
 .predictions td, .ablation td { font-family: ui-monospace, monospace; white-space: pre; }
 p.model { color: #57606a; font-style: italic; }
@@ -157,22 +158,26 @@ RANDOM_LENS_NOTE = "the reference is a random model: its top tokens mean nothing
 
 
 def lens_section(data: dict, reference: str) -> str:
-    """A table: one row per layer, one column per position, the reference's top token (and yours where it differs)."""
-    head = "".join(f"<th>{escape(repr(token))}</th>" for token in data["tokens"])
-    rows = []
-    for layer, gpt2 in enumerate(data["gpt2"]):
-        yours = data["yours"][layer] if data["yours"] else gpt2
-        cells = "".join(
-            f'<td class="differs">{escape(repr(g))} / yours {escape(repr(y))}</td>'
-            if g != y
-            else f"<td>{escape(repr(g))}</td>"
-            for g, y in zip(gpt2, yours, strict=False)
-        )
-        label = "final" if layer == len(data["gpt2"]) - 1 else f"before block {layer}"
-        rows.append(f"<tr><th>{label}</th>{cells}</tr>")
+    """A table: one row per position (its token), one column per layer, the reference's top token there (and yours
+    where it differs). Positions run down the page, so a long sequence (the induction model's repeated one) fits
+    its width: the layers are few."""
+    layers = len(data["gpt2"])
+    labels = [f"before block {layer}" if layer < layers - 1 else "final" for layer in range(layers)]
+    head = "".join(f"<th>{label}</th>" for label in ["position", "token", *labels])
+    yours_by_layer = data["yours"] or data["gpt2"]
+    tokens, rows = data["tokens"], []
+    for position in range(max(map(len, data["gpt2"]), default=0)):
+        cells = []
+        for gpt2, yours in zip(data["gpt2"], yours_by_layer, strict=False):
+            g, y = (row[position] if position < len(row) else "" for row in (gpt2, yours))
+            differs = f'<td class="differs">{escape(repr(g))}<br>yours {escape(repr(y))}</td>'
+            cells.append(differs if g != y else f"<td>{escape(repr(g))}</td>")
+        token = escape(repr(tokens[position])) if position < len(tokens) else ""
+        rows.append(f"<tr><th>{position}</th><th>{token}</th>{''.join(cells)}</tr>")
     note = f"<p>{escape(RANDOM_LENS_NOTE)}</p>" if who(data, reference) == reference_name("random") else ""
-    title = "<h3>logit lens: top token at each layer and position</h3>"
-    return f'{title}{shows(data, reference)}{note}<table class="lens"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
+    title = "<h3>logit lens: top token at each position and layer</h3>"
+    table = f'<div class="wide"><table class="lens"><tr>{head}</tr>{"".join(rows)}</table></div>'
+    return f"{title}{shows(data, reference)}{note}{table}"
 
 
 def curve_section(data: dict, reference: str) -> str:
