@@ -245,3 +245,15 @@ def test_expected_shape_by_the_step_label_or_a_usual_alias():
 def test_expected_shape_is_none_for_an_unknown_name_or_a_step_not_recorded():
     assert expected_shape("tmp", SHAPES) is None
     assert expected_shape("x_hat", SHAPES) is None  # an alias of "normalized", which this check does not record
+
+
+def test_a_step_is_compared_at_its_own_scale():
+    """A variance of about 1e-3 read with N - 1 for N is 1.3e-6 off: within the output's atol, not within the step's."""
+    from grader.host.diagnose import at_its_scale, matches_step
+
+    tolerance = Tolerance(atol=1e-4, rtol=1e-4)
+    variance = np.full((2, 5, 1), 1e-3)
+    assert not matches_step(variance * 768 / 767, variance, tolerance)
+    assert matches_step(variance * (1 + 1e-6), variance, tolerance)  # float32's rounding stays a match
+    assert at_its_scale(np.full(3, 10.0), tolerance) == tolerance  # a large step keeps the output's tolerance
+    assert at_its_scale(np.array([-np.inf, 0.5, -0.5]), tolerance).atol == 0.5e-4  # masked scores left out

@@ -90,6 +90,28 @@ def test_a_named_step_that_differs_is_said_to_differ_at_its_line(grade, tmp_path
     assert result.line == line and EPS_HINT in result.hint
 
 
+# The variance divided by N - 1: a 1/767 error in a step of about 1e-3, so 1e-6 off, under the output's atol.
+UNBIASED_NAMED = STEPS_BY_NAME.replace("unbiased=False", "unbiased=True")
+UNBIASED_EPS_INLINE = (
+    f"        residual_mean = {MEAN}\n        residual_var = {VAR.replace('False', 'True')}\n"
+    f"        normalized = (residual - residual_mean) / (residual_var + {EPS}).sqrt()\n"
+    "        return normalized * self.w + self.b\n"
+)
+N_MINUS_1 = "the variance divides by N-1"
+
+
+@pytest.mark.parametrize("body", [UNBIASED_NAMED, UNBIASED_EPS_INLINE], ids=["std named", "std inline"])
+def test_a_small_step_is_compared_at_its_own_scale(grade, tmp_path, body):
+    """The var step differs by 1e-6 absolute, 1/767 of itself: where names it, at its line, and nothing after it."""
+    package, result = layernorm(grade, tmp_path, body)
+    line = line_of(package, "normalization.py", body.splitlines()[1])
+    assert result.status == "fail" and N_MINUS_1 in result.hint, said(result)
+    assert result.divergence == (
+        f"mean matches the random reference; var is the first step that does not (normalization.py:{line})"
+    )
+    assert (result.file, result.line) == ("normalization.py", line)
+
+
 # --- where never blames correct code ------------------------------------------------------------------
 
 # eps outside the square root, the statistics named, the rest inline: nothing the code names is a std.
