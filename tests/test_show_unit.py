@@ -23,3 +23,17 @@ GPT2_SMALL = Sizes(dict(d_model=768, n_heads=12, d_head=64, d_mlp=3072, d_vocab=
 )
 def test_each_axis_is_named_by_its_size(shape, batch, posn, said):
     assert GPT2_SMALL.axes(shape, batch, posn) == said
+
+
+def test_a_step_named_by_an_alias_is_said_to_differ_from_the_reference_step_it_names():
+    """--show of a variance divided by N - 1: `residual_var` is the reference's var, 1e-6 off, at var's own scale."""
+    import numpy as np
+
+    from grader.checks import Tolerance
+    from grader.host.show import Step, step_match
+
+    variance = np.full((1, 7, 1), 1e-3)
+    steps = {"mean": np.zeros((1, 7, 1)), "var": variance}
+    named = Step("residual_var", [1, 7, 1], variance * 768 / 767)
+    assert step_match(named, steps, Tolerance(atol=1e-4, rtol=1e-4)) == ("var", "max abs diff 1.30e-06", False)
+    assert step_match(Step("residual_var", [1, 7, 1], variance), steps, Tolerance())[::2] == ("var", True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.host.diagnose import matches_step
+from grader.host.diagnose import matches_step, names_step
 from grader.host.figures import next_token_predictions
 from grader.host.render.text import fallback_banner
 from grader.host.results import CheckResult, Report
@@ -267,14 +267,15 @@ def step_match(step: Step, reference_steps: dict, tolerance) -> tuple[str, float
             if matches_step(step.value, theirs, tolerance):
                 same_order = step.value.shape == theirs.shape
                 return label, max_abs_diff(step.value, theirs) if same_order else "axes reordered", True
-    theirs = reference_steps.get(step.name)
-    if theirs is None:
+    label = next((label for label in reference_steps if names_step(step.name, label)), None)  # residual_var: var
+    if label is None:
         return None
+    theirs = reference_steps[label]
     if list(theirs.shape) != step.shape:
-        return step.name, f"its shape is {shape_text(theirs.shape)}", False
+        return label, f"its shape is {shape_text(theirs.shape)}", False
     if step.value is None:
-        return step.name, "same shape", True
-    return step.name, f"max abs diff {max_abs_diff(step.value, theirs):.2e}", False
+        return label, "same shape", True
+    return label, f"max abs diff {max_abs_diff(step.value, theirs):.2e}", False
 
 
 def max_abs_diff(yours: np.ndarray, theirs: np.ndarray) -> float:
