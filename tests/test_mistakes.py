@@ -96,6 +96,18 @@ MISTAKES = {
         "output shape (1, 9, 768), expected (2, 9, 768)",
         "the batch axis has size 1",
     ),
+    "PosEmbed numbering the flattened batch": (
+        "pos_embed",
+        {"embedding.py": [(POSITIONS, "return self.W_pos[past_kv_pos_offset : past_kv_pos_offset + tokens.numel()]")]},
+        "output shape (18, 768), expected (2, 9, 768)",
+        "the positions run on across the flattened batch (range(tokens.numel())) and the batch axis is gone",
+    ),
+    "PosEmbed numbering the flattened batch, shaped": (
+        "pos_embed",
+        {"embedding.py": [(POSITIONS, "return self.W_pos[: batch * seq_len].reshape(batch, seq_len, -1)")]},
+        "differs from the random reference on",
+        "the positions run on across the flattened batch (range(tokens.numel())): each sequence starts again",
+    ),
     "PosEmbed's positions from 0 after cached tokens": (
         "pos_embed",
         {"embedding.py": [("self.W_pos[past_kv_pos_offset : past_kv_pos_offset + seq_len]", "self.W_pos[:seq_len]")]},

@@ -18,17 +18,29 @@ POSITIONS_FROM_ZERO = (
 )
 
 
+FLATTENED = (
+    "the positions run on across the flattened batch (range(tokens.numel())){}: each sequence starts again at "
+    "past_kv_pos_offset, so take seq_len rows of W_pos and repeat them over the batch"
+)
+
+
 def batch_axis_mistakes(W_pos: Tensor, tokens: Tensor, past_kv_pos_offset: int = 0) -> dict[str, Tensor]:
     """The positions' rows without the batch axis, or with one of size 1: either broadcasts when added to the
-    token embedding, so the learner's whole model runs and even matches GPT-2's, but PosEmbed itself is wrong."""
+    token embedding, so the learner's whole model runs and even matches GPT-2's, but PosEmbed itself is wrong. And
+    rows numbered across the flattened batch, as they are or shaped (batch, posn, d_model), where W_pos has them."""
     rows = W_pos[past_kv_pos_offset : past_kv_pos_offset + tokens.shape[-1]]
     must = "PosEmbed must return (batch, posn, d_model): repeat the rows over the batch"
-    return {
+    mistakes = {
         f"the batch axis is missing: (posn, d_model) broadcasts when added, so your model runs, but {must}": rows,
         f"the batch axis has size 1: (1, posn, d_model) broadcasts when added, so your model runs, but {must}": rows[
             None
         ],
     }
+    flat = W_pos[past_kv_pos_offset : past_kv_pos_offset + tokens.numel()]
+    if tokens.shape[0] > 1 and len(flat) == tokens.numel():  # one sequence alone numbers its positions right
+        mistakes[FLATTENED.format(" and the batch axis is gone")] = flat
+        mistakes[FLATTENED.format("")] = flat.reshape(*tokens.shape, -1)
+    return mistakes
 
 
 def pos_embed_cases(ref: Reference) -> list[Case]:
