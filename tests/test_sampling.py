@@ -142,6 +142,37 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
         "finished beams (ending in end-of-text) were dropped",
     ),
     "n-gram ban not applied": ("beam.generate", {"sampling.py": [(NGRAM_BAN, "")]}, "repeats an n-gram"),
+    "log-probs normalised over the kept tokens": (
+        "beam.generate",
+        {
+            "sampling.py": [
+                (
+                    "top_logprobs, top_tokens = logprobs.topk(k, dim=-1)",
+                    "top_logprobs, top_tokens = logprobs.topk(k, dim=-1)\n"
+                    "        top_logprobs = top_logprobs.log_softmax(dim=-1)",
+                )
+            ]
+        },
+        "normalised over the k kept tokens",
+    ),
+    "finished and continuing beams ranked apart": (
+        "beam.filter",
+        {
+            "sampling.py": [
+                (
+                    "        best = self.logprob_sums.topk(min(k, len(self))).indices\n"
+                    "        finished = self.tokens[best, -1] == self.tokenizer.eos_token_id\n"
+                    "        return self[best[~finished]], self[best[finished]]",
+                    "        done = self.tokens[:, -1] == self.tokenizer.eos_token_id\n"
+                    "        going, ended = done.logical_not().nonzero()[:, 0], done.nonzero()[:, 0]\n"
+                    "        going = going[self.logprob_sums[going].topk(min(k, len(going))).indices]\n"
+                    "        ended = ended[self.logprob_sums[ended].topk(min(k, len(ended))).indices]\n"
+                    "        return self[going], self[ended]",
+                )
+            ]
+        },
+        "ranked apart",
+    ),
     "KV cache positions off by one": (
         "kv_cache",
         {"kv_cache.py": [("kv_cache[0][0].shape[1]", "kv_cache[0][0].shape[1] - 1")]},

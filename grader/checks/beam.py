@@ -166,6 +166,14 @@ NGRAM_REPEATED = (
 FINISHED_DROPPED = "finished beams (ending in end-of-text) were dropped: return them as the second Beams"
 FINISHED_AS_CONTINUING = "a beam ending in end-of-text was returned as continuing: it has finished"
 NOT_SORTED = "the right beams, but not sorted by log-prob sum, best first: rank them before splitting"
+NORMALISED_OVER_KEPT = (
+    "the log-probabilities are normalised over the k kept tokens: take log_softmax over the whole vocabulary, "
+    "then the top k"
+)
+RANKED_APART = (
+    "the finished and the continuing beams were ranked apart, k of each: rank every beam together, keep the k "
+    "best, then split them"
+)
 BANNED_ACROSS_BEAMS = (
     "a token one beam may not repeat was banned in every beam: "
     "ban each beam's n-gram completions in that beam's row only (banned[beam, token])"
@@ -195,6 +203,18 @@ def generated_rows(
     return beam_rows([([logprob for logprob, _ in extended], [list(tokens) for _, tokens in extended])])
 
 
+def kept_then_normalised(table: Tensor, beams: list[tuple[float, tuple[int, ...]]], k: int, ngram: int) -> Tensor:
+    """generate's rows where each beam's k best allowed logits are log-softmaxed among themselves (a known mistake)."""
+    extended = []
+    for logprob, prefix in beams:
+        logits = table[len(prefix) - 1, prefix[-1]].double()
+        allowed = [token for token in range(len(logits)) if token not in banned(prefix, ngram)]
+        kept = sorted(allowed, key=lambda token: -float(logits[token]))[:k]
+        steps = logits[kept].log_softmax(dim=-1).tolist()
+        extended += [(logprob + step, prefix + (token,)) for token, step in zip(kept, steps, strict=True)]
+    return beam_rows([([lp for lp, _ in extended], [list(tokens) for _, tokens in extended])])
+
+
 def unless_equal(wrong: Tensor, *others: Tensor) -> Tensor | None:
     """`wrong`, or None where it equals one of `others` (the right answer, a mistake listed before it)."""
     return None if any(wrong.shape == other.shape and bool((wrong == other).all()) for other in others) else wrong
@@ -222,6 +242,7 @@ def beam_generate_cases(ref: Reference) -> list[Case]:
         mistakes = known(
             (NGRAM_REPEATED, unless_equal(unbanned, right)),
             (BANNED_ACROSS_BEAMS, unless_equal(across, right, unbanned)),
+            (NORMALISED_OVER_KEPT, unless_equal(kept_then_normalised(table, beams, k, ngram), right)),
         )
         cases.append(Case(name, args, right, extra=_beam_extra(table), mistakes=mistakes))
     return cases
@@ -247,12 +268,15 @@ def beam_filter_cases(ref: Reference) -> list[Case]:
     }
     cases = []
     for name, (logprob_sums, tokens, k) in inputs.items():
-        kept = best(list(zip(logprob_sums, (tuple(t) for t in tokens), strict=False)), k)
+        every = list(zip(logprob_sums, (tuple(t) for t in tokens), strict=False))
+        kept = best(every, k)
         by_index = sorted(kept, key=lambda beam: logprob_sums.index(beam[0]))
+        apart = best([b for b in every if b[1][-1] != eos], k) + best([b for b in every if b[1][-1] == eos], k)
         mistakes = known(
             (FINISHED_DROPPED, split_beams(kept, eos, keep_finished=False) if finished_among(kept, eos) else None),
             (FINISHED_AS_CONTINUING, beam_rows([unzipped(kept)]) if finished_among(kept, eos) else None),
             (NOT_SORTED, split_beams(by_index, eos) if by_index != kept else None),
+            (RANKED_APART, unless_equal(split_beams(apart, eos), split_beams(kept, eos))),
         )
         args = [torch.tensor(logprob_sums), torch.tensor(tokens), torch.tensor(k)]
         cases.append(Case(name, args, split_beams(kept, eos), extra=_beam_extra(beam_table(6)), mistakes=mistakes))
