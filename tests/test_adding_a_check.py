@@ -38,7 +38,6 @@ VARIANT_TABLES = {
 # Checks whose written-wrong variant is graded in a test of its own: check -> "file::test".
 VARIANTS_ELSEWHERE = {
     "sampling.greedy": "tests/test_part2_diagnosis.py::test_sampling_generate_names_the_failing_greedy_search",
-    "training.trainer": "tests/test_training.py::test_a_loop_without_the_shift_fails_the_outcome",
 }
 # Checks with no written-wrong variant of their own: check -> why.
 EXEMPT = {

@@ -57,14 +57,18 @@ def test_watch_names_the_page_of_a_check_that_starts_failing_once_not_on_every_s
 
 
 def test_watch_names_one_page_for_the_checks_one_error_stops_and_none_for_a_check_failing_before(monkeypatch, tmp_path):
-    syntax = {"message": "SyntaxError: invalid syntax (attention.py, line 3)", "file": "attention.py", "line": 3}
-    stopped = report_of(result("attention.causal_mask", "error", **syntax), result("attention", "error", **syntax))
+    raised = {"message": "NameError: name 'x' is not defined (attention.py:3)", "file": "attention.py", "line": 3}
+    stopped = report_of(result("attention.causal_mask", "error", **raised), result("attention", "error", **raised))
     Grading(monkeypatch, FIRST, stopped)  # FIRST: layernorm fails, the attention checks pass
     session = Watch(tmp_path, select(["layernorm", "attention"]), "the reference", None, rebuild=None)
     session.grade(session.watched)
     lines = printed_by(session, ["attention.py"])
     assert lines[1].split()[:4] == ["attention.*", "(2", "checks)", "ERROR"]
     assert lines[2].strip() == "read: docs/course/05-attention.md" and pages_in(lines) == [page_of("attention")]
+    # A syntax error is one line (the README's promise): its fix is at the line it names, not on a page.
+    syntax = {**raised, "message": "SyntaxError: invalid syntax (attention.py, line 3)"}
+    broken = [result("attention.causal_mask", "error", **syntax), result("attention", "error", **syntax)]
+    assert pages_in([line.plain for line in check_lines(broken, {r.id: result(r.id, "pass") for r in broken})]) == []
     # layernorm failed in the first run (whose full report named its page): a later line of it says none again
     again = check_lines([result("layernorm", "fail", message="x")], {"layernorm": FIRST["layernorm"]})
     assert pages_in([line.plain for line in again]) == []
