@@ -155,6 +155,18 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
         },
         "normalised over the k kept tokens",
     ),
+    "logits added up in beam search": (
+        "beam.generate",
+        {
+            "sampling.py": [
+                (
+                    "logprobs = self.model(self.tokens)[:, -1].log_softmax(dim=-1)",
+                    "logprobs = self.model(self.tokens)[:, -1]",
+                )
+            ]
+        },
+        "logits were added up",
+    ),
     "finished and continuing beams ranked apart": (
         "beam.filter",
         {

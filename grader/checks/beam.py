@@ -166,6 +166,7 @@ NGRAM_REPEATED = (
 FINISHED_DROPPED = "finished beams (ending in end-of-text) were dropped: return them as the second Beams"
 FINISHED_AS_CONTINUING = "a beam ending in end-of-text was returned as continuing: it has finished"
 NOT_SORTED = "the right beams, but not sorted by log-prob sum, best first: rank them before splitting"
+LOGITS_ADDED = "logits were added up, not log-probabilities: take log_softmax over the vocabulary first"
 NORMALISED_OVER_KEPT = (
     "the log-probabilities are normalised over the k kept tokens: take log_softmax over the whole vocabulary, "
     "then the top k"
@@ -203,14 +204,17 @@ def generated_rows(
     return beam_rows([([logprob for logprob, _ in extended], [list(tokens) for _, tokens in extended])])
 
 
-def kept_then_normalised(table: Tensor, beams: list[tuple[float, tuple[int, ...]]], k: int, ngram: int) -> Tensor:
-    """generate's rows where each beam's k best allowed logits are log-softmaxed among themselves (a known mistake)."""
+def kept_then_normalised(
+    table: Tensor, beams: list[tuple[float, tuple[int, ...]]], k: int, ngram: int, normalise: bool = True
+) -> Tensor:
+    """generate's rows where each beam's k best allowed logits are log-softmaxed among themselves, or (`normalise`
+    False) added as they are: two known mistakes."""
     extended = []
     for logprob, prefix in beams:
         logits = table[len(prefix) - 1, prefix[-1]].double()
         allowed = [token for token in range(len(logits)) if token not in banned(prefix, ngram)]
         kept = sorted(allowed, key=lambda token: -float(logits[token]))[:k]
-        steps = logits[kept].log_softmax(dim=-1).tolist()
+        steps = (logits[kept].log_softmax(dim=-1) if normalise else logits[kept]).tolist()
         extended += [(logprob + step, prefix + (token,)) for token, step in zip(kept, steps, strict=True)]
     return beam_rows([([lp for lp, _ in extended], [list(tokens) for _, tokens in extended])])
 
@@ -243,6 +247,7 @@ def beam_generate_cases(ref: Reference) -> list[Case]:
             (NGRAM_REPEATED, unless_equal(unbanned, right)),
             (BANNED_ACROSS_BEAMS, unless_equal(across, right, unbanned)),
             (NORMALISED_OVER_KEPT, unless_equal(kept_then_normalised(table, beams, k, ngram), right)),
+            (LOGITS_ADDED, unless_equal(kept_then_normalised(table, beams, k, ngram, normalise=False), right)),
         )
         cases.append(Case(name, args, right, extra=_beam_extra(table), mistakes=mistakes))
     return cases
