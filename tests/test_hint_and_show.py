@@ -67,6 +67,25 @@ def test_hint_goes_one_level_deeper_each_run_and_remembers_it(reference, tmp_pat
     assert ratios and all(float(r) == pytest.approx(8.0, rel=1e-3) for r in ratios), said[3]
 
 
+def test_asked_again_hint_grades_up_to_the_hinted_check_first(reference, tmp_path):
+    """The next hint waits for the checks up to the one hinted, not for every check: an earlier one failing now comes
+    first, and one passing now lets the rest be graded."""
+    package = write_variant(tmp_path, {"normalization.py": [("unbiased=False", "unbiased=True")]})
+    (package.parent / STATE_FILE).write_text(json.dumps({"levels": {"layernorm": 1}}))
+    again = hint(package)  # every check selected
+    assert again.stdout.startswith("hint 2 of 3 for layernorm (fail)"), again.stdout + again.stderr
+    assert "grade: --hint: grading up to layernorm first" in again.stderr
+    (package / "normalization.py").write_text((SOLUTIONS / "normalization.py").read_text())
+    embedding = (package / "embedding.py").read_text()
+    (package / "embedding.py").write_text(embedding.replace("return self.W_E[tokens]", "return self.W_E[tokens] * 2"))
+    earlier = hint(package)
+    assert earlier.stdout.startswith("hint 1 of 3 for embed (fail)"), earlier.stdout + earlier.stderr
+    (package / "embedding.py").write_text(embedding)
+    passing = hint(package, "embed", "pos_embed", "layernorm", "gelu_new", "mlp")  # embed's level is remembered
+    assert "grading up to embed first" in passing.stderr
+    assert passing.stdout.strip() == "every selected check passes (5 of 5): no hint to give", passing.stdout
+
+
 def test_a_corrupt_state_file_is_reset_with_a_note(reference, tmp_path):
     package = write_variant(tmp_path, UNSCALED)
     (package.parent / STATE_FILE).write_text('{"levels": {"attention": "lots"')

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -196,11 +197,17 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
 
             return watch(package, checks, reference, processes, Console(), not args.quiet, rebuilt)
         kept = KeptOutcomes(processes)
-        try:
-            with errors.status(f"running {len(checks)} checks on {package}"):
-                report = grade_package(package, checks, reference, processes=kept)
-        except ReferenceTampered as error:
-            report = grade_package(package, checks, rebuilt(reference, error), processes=kept)
+        report, stages = None, hint_stages(checks, package) if args.hint else [checks]
+        for stage in stages:
+            try:
+                with errors.status(f"running {len(stage)} checks on {package}"):
+                    graded_now = grade_package(package, stage, reference, processes=kept)
+            except ReferenceTampered as error:
+                reference = rebuilt(reference, error)
+                graded_now = grade_package(package, stage, reference, processes=kept)
+            report = graded_now if report is None else replace(report, checks=report.checks + graded_now.checks)
+            if not graded_now.passed:  # --hint's stages: a failing check is the one to give a hint for
+                break
     except (ReferenceTampered, ReferenceUnavailable) as again:
         print(f"grade: no trustworthy reference: {again}", file=sys.stderr)
         return 2
@@ -227,8 +234,19 @@ class KeptOutcomes:
         return self.processes.limits
 
     def run(self, package: Path, checks: list, reference, on_outcome=None) -> dict:
-        self.outcomes, self.reference = self.processes.run(package, checks, reference, on_outcome), reference
-        return self.outcomes
+        outcomes = self.processes.run(package, checks, reference, on_outcome)
+        self.outcomes, self.reference = {**self.outcomes, **outcomes}, reference  # --hint grades in stages
+        return outcomes
+
+
+def hint_stages(checks: list, package: Path) -> list[list]:
+    """--hint's stages (grader.host.hints.stages), said on stderr when there are two."""
+    from grader.host.hints import stages
+
+    staged = stages(checks, package)
+    if len(staged) > 1:
+        say(f"--hint: grading up to {staged[0][-1].id} first, the check of the last hint, then the rest if they pass")
+    return staged
 
 
 def inspected(report, kept: KeptOutcomes, package: Path, hint: bool) -> int:

@@ -56,6 +56,18 @@ def hint(report: Report, evidences: dict[str, Evidence], package: Path) -> int:
     return 0 if failing is None else 1
 
 
+def stages(checks: list, package: Path) -> list[list]:
+    """The selected checks in the order --hint grades them: up to the first check a hint was given for and still
+    remembered (any earlier check that fails now comes first anyway), then the rest, only if those all pass. A
+    learner asking again for the next hint waits for those checks, not for every check after them."""
+    remembered, _ = read_levels(package.parent / STATE_FILE)
+    ids = [check.id for check in checks]
+    first = next((index for index, check_id in enumerate(ids) if check_id in remembered), None)
+    if first is None or first == len(ids) - 1:
+        return [checks]
+    return [checks[: first + 1], checks[first + 1 :]]
+
+
 def passes(report: Report, check_id: str) -> bool:
     return any(result.id == check_id and result.status == "pass" for result in report.checks)
 
