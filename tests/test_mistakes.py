@@ -303,7 +303,7 @@ MISTAKES = {
             ]
         },
         "modified its input in place",
-        None,
+        "an argument is changed in place",
     ),
 }
 

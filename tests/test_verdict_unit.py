@@ -147,8 +147,16 @@ def test_an_input_modified_in_place_fails_though_the_output_is_right():
     assert result.message == (
         "the output is right but double modified its input in place on small (use x = x + ..., not x += ...)"
     )
-    assert result.hint is None and result.divergence is None
+    assert result.hint is None and result.divergence is None  # the learner's process found no line that did it
     assert judge(watching, ran({"small/out": 2 * X, "small/arg0_after": X.copy()}), reference).status == "pass"
+    in_place = wire.Place("toy.py", 7, "x *= 2", "double")
+    pointed = judge(watching, ran({"small/out": 2 * X, "small/arg0_after": 2 * X}, in_place=in_place), reference)
+    assert (pointed.file, pointed.line, pointed.divergence) == (
+        "toy.py",
+        7,
+        "x *= 2 changes an argument in place (toy.py:7)",
+    )
+    assert pointed.next_step.startswith("most likely: an argument is changed in place")
 
 
 def test_an_unwritten_target_is_todo():

@@ -112,6 +112,32 @@ def test_a_small_step_is_compared_at_its_own_scale(grade, tmp_path, body):
     assert (result.file, result.line) == ("normalization.py", line)
 
 
+def test_an_argument_changed_in_place_is_pointed_at_its_line():
+    """The learner's process reads the function's own source: the first in-place change of an argument, not a line
+    after the name was rebound to a new tensor, nor a method that only looks in place."""
+    from grader.learner.package import in_place_update
+
+    def changes(x, y):
+        y = y.clone()
+        y += 1  # y is a new tensor here: no change of the caller's
+        x.float()
+        x[0] = 0
+        x += 1
+
+    def rebinds(x):
+        x = x + 1
+        x += 1
+        return x
+
+    def uses_a_method(x):
+        x.add_(1)
+
+    first = changes.__code__.co_firstlineno
+    assert in_place_update(changes).line == first + 4 and in_place_update(changes).code == "x[0] = 0"
+    assert in_place_update(rebinds) is None
+    assert in_place_update(uses_a_method).code == "x.add_(1)"
+
+
 # --- where never blames correct code ------------------------------------------------------------------
 
 # eps outside the square root, the statistics named, the rest inline: nothing the code names is a std.

@@ -175,7 +175,7 @@ def verdict(evidence: Evidence, where: wire.Place | None) -> Verdict:
         message = f"{unwritten(check, where)} is not implemented yet" + at(where, code=False)
         return Verdict("todo", message, unfinished)
     if failure:
-        diagnosis = diagnose(evidence, failure.case) if failure.output_wrong else Diagnosis()
+        diagnosis = diagnose(evidence, failure.case) if failure.output_wrong else in_place_diagnosis(reply)
         return Verdict("fail", failure.message, compared, diagnosis)
     if reply.status == "error":
         return Verdict("error", reply.error + at(where) + raised_on(evidence), unfinished)
@@ -282,6 +282,19 @@ def modified_input(evidence: Evidence, case: str) -> bool:
         for before, after in pairs
         if before in inputs and after in outputs
     )
+
+
+IN_PLACE = "an argument is changed in place, so the caller's tensor changes too: write x = x + ..., not x += ..."
+
+
+def in_place_diagnosis(reply: wire.Reply) -> Diagnosis:
+    """A right output whose input came back changed: the line that changed it, where the learner's process found
+    one (an argument updated in place before any rebinding of its name), named as the mistake it is."""
+    place = reply.in_place
+    if not (place and place.line):
+        return Diagnosis()
+    said = f"{place.code or 'this line'} changes an argument in place ({place.file}:{place.line})"
+    return Diagnosis(IN_PLACE, said, (place.file, place.line))
 
 
 def diagnose(evidence: Evidence, case: str) -> Diagnosis:

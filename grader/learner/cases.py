@@ -11,7 +11,7 @@ from pathlib import Path
 from grader.learner.device import DeviceUnavailable, device_mixup, resolve_device
 from grader.learner.drivers.replay import replaying
 from grader.learner.guards import Forbidden
-from grader.learner.package import LearnerPackage, describe, learner_frame, one_line, source_place
+from grader.learner.package import LearnerPackage, describe, in_place_update, learner_frame, one_line, source_place
 from grader.learner.recorder import Recorder, parameter_shapes
 from grader.learner.weights import SkipRandomFills, Source, WeightsMismatch, load_weights
 from grader.shared import wire
@@ -104,7 +104,7 @@ class CaseContext:
 
     def point_at(self, function) -> None:
         """Name `function`, where the learner defined it, as the place a failing check points to."""
-        self.update_reply(target_where=source_place(function))
+        self.update_reply(target_where=source_place(function), in_place=in_place_update(function))
 
 
 def call_target(ctx: CaseContext, args: list, capture: Capture | None = None):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -126,6 +127,48 @@ def code_place(code, line: int) -> Place:
 
 def describe(value) -> str:
     return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
+def in_place_update(function) -> Place | None:
+    """The first line of `function` that changes one of its arguments in place, before any rebinds that name:
+    `x += ...`, `x[...] = ...`, `x.add_(...)` (torch's in-place methods end in `_`). Where an input comes back
+    changed, the report points there rather than at the `def`."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        lines, start = inspect.getsourcelines(function)
+        definition = ast.parse(textwrap.dedent("".join(lines))).body[0]
+    except (TypeError, OSError, SyntaxError, IndexError):
+        return None
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    arguments = definition.args
+    names = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]} - {"self"}
+    for node in sorted(ast.walk(definition), key=lambda node: getattr(node, "lineno", 0)):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Subscript) and argument_of(t.value, names) for t in targets):
+                return code_place(function.__code__, start + node.lineno - 1)
+            names -= {t.id for t in targets if isinstance(t, ast.Name)}  # rebound: a new tensor from here on
+        changed = (isinstance(node, ast.AugAssign) and argument_of(node.target, names)) or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr.endswith("_")
+            and not node.func.attr.startswith("_")
+            and argument_of(node.func.value, names)
+        )
+        if changed:
+            return code_place(function.__code__, start + node.lineno - 1)
+    return None
+
+
+def argument_of(node, names: set[str]) -> bool:
+    """Whether `node` is one of the arguments `names`, or a part of one (`x[0]`)."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return getattr(node, "id", None) in names
 
 
 def source_place(function) -> Place | None:

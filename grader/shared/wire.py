@@ -221,6 +221,7 @@ class Reply:
     error: Text = ""
     where: Place | None = None  # where an exception came from in the learner's files
     target_where: Place | None = None  # where the learner defined the function under test
+    in_place: Place | None = None  # the first line of that function that changes an argument in place (x += ...)
     weights: WeightFacts | None = None
     bad_output: BadOutput | None = None
     param_counts: dict[Text, int] = field(default_factory=dict)
