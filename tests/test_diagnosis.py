@@ -69,7 +69,20 @@ def test_trace_of_the_solution_attention(solutions_traced):
         assert shapes[name] == [("blocks.0.attn", shape)], name
     assert {shape for _, shape in shapes["attn_scores"]} == {"(1, 12, 7, 7)"}
     section = trace_section(result.stdout, "attention")
-    assert re.search(r"\] +q: \(1, 7, 12, 64\) +expected \(1, 7, 12, 64\)$", section, flags=re.M)
+    assert re.search(r"\] +q: \(1, 7, 12, 64\) +expected \(1, 7, 12, 64\)  = the reference's q$", section, flags=re.M)
+
+
+def test_trace_says_which_steps_match_as_show_does(reference, tmp_path):
+    """The variance divided by N - 1: the mean matches, the var (1e-6 off a 1e-3 step) and all after it do not."""
+    package = write_variant(tmp_path, {"normalization.py": [("unbiased=False", "unbiased=True")]})
+    traced = run_grade("--reference", "random", "--exercises", str(package), "layernorm", "--trace")
+    section = trace_section(traced.stdout, "layernorm")
+    said = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"\] +(\w+): .*?  (= the reference's \w+|<- not .*)$", section, re.M)
+    }
+    assert said["residual_mean"] == "= the reference's mean"
+    assert said["residual_var"] == "<- not the reference's var" and said["normalized"].startswith("<- not")
 
 
 def test_trace_tags_nested_modules_by_their_path(solutions_traced):

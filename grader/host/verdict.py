@@ -12,7 +12,14 @@ from dataclasses import asdict, dataclass, field, replace
 
 from grader.checks import Check
 from grader.host.course import page_path
-from grader.host.diagnose import Candidate, expected_shape, first_divergence, matching_mistake
+from grader.host.diagnose import (
+    Candidate,
+    expected_shape,
+    first_divergence,
+    matches_step,
+    matching_mistake,
+    names_step,
+)
 from grader.host.figures import all_figures, difference
 from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, CheckStatus, reference_name
@@ -324,15 +331,33 @@ def trace_lines(evidence: Evidence) -> list[dict]:
     case = next(iter(evidence.cases), None)
     if not evidence.outcome.traced or case not in captures:
         return []
-    shapes = {label: list(value.shape) for label, value in evidence.steps(case)}
+    steps = dict(evidence.steps(case))
+    shapes = {label: list(value.shape) for label, value in steps.items()}
     shapes.setdefault("output", list(evidence.expected[case].shape))
     parameters = [{**asdict(p), "expected_shape": None} for p in evidence.reply.parameters]
     locals_ = [
-        {"tag": r.tag, "name": r.name, "shape": r.shape, "expected_shape": expected_shape(r.name, shapes)}
+        {
+            "tag": r.tag,
+            "name": r.name,
+            "shape": r.shape,
+            "expected_shape": expected_shape(r.name, shapes),
+            **step_equality(r, case, steps, evidence),
+        }
         for r in captures[case]
         if r.kind == "locals"
     ]
     return parameters + locals_
+
+
+def step_equality(record: wire.Record, case: str, steps: dict, evidence: Evidence) -> dict:
+    """For --trace, where the check kept the tensor's values: the reference's step it equals (`equals`, by value at
+    the step's own scale, whatever its name), else the step its name names (`named`), which it then differs from."""
+    value = evidence.outcome.outputs.get(wire.CAPTURE.format(case=case, i=record.saved))
+    if record.saved is None or value is None:
+        return {}
+    equal = next((label for label, step in steps.items() if matches_step(value, step, evidence.check.tolerance)), None)
+    named = next((label for label in steps if names_step(record.name, label)), None)
+    return {"equals": equal, "named": None if equal else named}
 
 
 def next_step(check: Check, result: CheckResult, expected_from: str, where: wire.Place | None = None) -> str:

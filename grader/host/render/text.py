@@ -192,7 +192,7 @@ def trace(check: CheckResult) -> list[Text]:
         head = f"[{line['tag']}]".ljust(width - len(line["name"])) + f"{line['name']}: {shape:<18}"
         expected = line["expected_shape"]
         if expected is None:
-            lines.append(Text(head))
+            lines.append(Text.assemble(head, *step_said(line)))
         else:
             differs = expected != line["shape"]
             lines.append(
@@ -200,9 +200,20 @@ def trace(check: CheckResult) -> list[Text]:
                     head,
                     (f" expected {tuple(expected)}", "red" if differs else "dim"),
                     (" <- differs" if differs else "", "red"),
+                    *([] if differs else step_said(line)),
                 )
             )
     return lines
+
+
+def step_said(line: dict) -> list[tuple[str, str]]:
+    """What --trace says of a tensor's values, as --show does: the reference's step it equals, or the step its name
+    names and it does not equal; nothing where the check kept no values."""
+    if line.get("equals"):
+        return [(f"  = the reference's {line['equals']}", "green")]
+    if line.get("named"):
+        return [(f"  <- not the reference's {line['named']}", "red")]
+    return []
 
 
 def render(report: Report, show_printed: bool = True) -> Group:
