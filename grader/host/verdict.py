@@ -12,14 +12,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from grader.checks import Check
 from grader.host.course import page_path
-from grader.host.diagnose import (
-    Candidate,
-    expected_shape,
-    first_divergence,
-    matches_step,
-    matching_mistake,
-    names_step,
-)
+from grader.host.diagnose import Candidate, expected_shape, first_divergence, matching_mistake
+from grader.host.diagnose import step_equality as equality
 from grader.host.figures import all_figures, difference
 from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, CheckStatus, reference_name
@@ -350,14 +344,11 @@ def trace_lines(evidence: Evidence) -> list[dict]:
 
 
 def step_equality(record: wire.Record, case: str, steps: dict, evidence: Evidence) -> dict:
-    """For --trace, where the check kept the tensor's values: the reference's step it equals (`equals`, by value at
-    the step's own scale, whatever its name), else the step its name names (`named`), which it then differs from."""
+    """For --trace, where the check kept the tensor's values: `diagnose.step_equality`."""
     value = evidence.outcome.outputs.get(wire.CAPTURE.format(case=case, i=record.saved))
-    if record.saved is None or value is None:
-        return {}
-    equal = next((label for label, step in steps.items() if matches_step(value, step, evidence.check.tolerance)), None)
-    named = next((label for label in steps if names_step(record.name, label)), None)
-    return {"equals": equal, "named": None if equal else named}
+    return (
+        {} if record.saved is None or value is None else equality(value, record.name, steps, evidence.check.tolerance)
+    )
 
 
 def next_step(check: Check, result: CheckResult, expected_from: str, where: wire.Place | None = None) -> str:
