@@ -179,6 +179,20 @@ MISTAKES = {
         DIFFERS,
         "b_O",
     ),
+    "b_O added once per head": (
+        "attention",
+        {
+            "attention.py": [
+                (
+                    'd_model -> batch posn_Q d_model"\n        )\n        return attn_out + self.b_O',
+                    'd_model -> batch posn_Q n_heads d_model"\n        )\n'
+                    "        return (attn_out + self.b_O).sum(dim=-2)",
+                )
+            ]
+        },
+        DIFFERS,
+        "b_O is added once per head",
+    ),
     "forgotten b_in": ("mlp", {"mlp.py": [("+ self.b_in", "")]}, DIFFERS, "b_in"),
     "forgotten b_out": ("mlp", {"mlp.py": [("+ self.b_out", "")]}, DIFFERS, "b_out"),
     "forgotten b_U": ("unembed", {"unembedding.py": [("return logits + self.b_U", "return logits")]}, DIFFERS, "b_U"),

@@ -97,6 +97,9 @@ def attention_mistakes(seen: dict[str, Tensor], weights: dict[str, Tensor]) -> d
         "b_Q is not added to q": attend(q - weights["b_Q"], k, v, W_O, b_O, sqrt),
         "b_V is not added to v": attend(q, k, v - weights["b_V"], W_O, b_O, sqrt),
         "b_O is not added to the output": attend(q, k, v, W_O, b_O, sqrt) - b_O,
+        "b_O is added once per head: sum the heads' W_O outputs, then add b_O once": (
+            attend(q, k, v, W_O, b_O, sqrt) + (q.shape[-2] - 1) * b_O
+        ),
     }
 
 
