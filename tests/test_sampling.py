@@ -185,6 +185,16 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
         },
         "ranked apart",
     ),
+    "KV cache positions from 0": (
+        "kv_cache",
+        {"kv_cache.py": [("self.pos_embed(tokens, past_posn)", "self.pos_embed(tokens, 0)")]},
+        "starts the new tokens' positions at 0",
+    ),
+    "KV cache mask without the cached length": (
+        "kv_cache",
+        {"kv_cache.py": [("self.cfg.d_head**0.5, past_posn)", "self.cfg.d_head**0.5)")]},
+        "CachedAttention.forward's mask ignores the cached keys",
+    ),
     "KV cache positions off by one": (
         "kv_cache",
         {"kv_cache.py": [("kv_cache[0][0].shape[1]", "kv_cache[0][0].shape[1] - 1")]},

@@ -229,6 +229,35 @@ class Reference:
 
         return step
 
+    def chunked_logits(self, tokens: torch.Tensor, chunks: list[int], slip: str) -> torch.Tensor:
+        """GPT-2's logits with transformer_lens's key-value cache, `tokens` fed a chunk at a time, as a cached model
+        with one classic slip computes them after its first chunk: "positions from 0" (each chunk's positions
+        restart at 0) or "mask from the first key" (query i of a chunk sees keys 0 to i of the whole cache)."""
+        import torch
+        from transformer_lens import TransformerLensKeyValueCache
+
+        cache = TransformerLensKeyValueCache.init_cache(self.model.cfg, "cpu", batch_size=tokens.shape[0])
+
+        def positions_from_zero(pos_embed, hook):
+            return self.model.W_pos[: pos_embed.shape[1]].expand_as(pos_embed)
+
+        def mask_from_first_key(scores, hook):
+            queries, keys = scores.shape[-2:]
+            return scores.masked_fill(torch.ones(queries, keys, dtype=torch.bool).triu(1), float("-inf"))
+
+        hooks = {
+            "positions from 0": [("hook_pos_embed", positions_from_zero)],
+            "mask from the first key": [(lambda name: name.endswith("attn.hook_attn_scores"), mask_from_first_key)],
+        }[slip]
+        logits, start = [], 0
+        with torch.no_grad():
+            for index, size in enumerate(chunks):
+                chunk = tokens[:, start : start + size]
+                hooked = hooks if index else []  # the first chunk has no cache: no slip shows there
+                logits.append(self.model.run_with_hooks(chunk, past_kv_cache=cache, fwd_hooks=hooked))
+                start += size
+        return torch.cat(logits, dim=1).detach().clone()
+
     def logit_lens(self, tokens: torch.Tensor) -> torch.Tensor:
         """ln_final (statistics recomputed per stream) and the unembedding applied to the residual
         stream before each block and after the last: (n_layers + 1, batch, posn, d_vocab)."""

@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from grader.builder.reference import Reference
 
 ARGMAX_MARGIN = 0.01  # a greedy step of GPT-2 is used only when its top two logits are this far apart
+SLIPS = {  # reference.chunked_logits's slip: what the report names
+    "positions from 0": "CachedTransformer.forward starts the new tokens' positions at 0: pass the cache's length "
+    "to pos_embed (past_kv_pos_offset)",
+    "mask from the first key": "CachedAttention.forward's mask ignores the cached keys: pass their number to "
+    "apply_causal_mask, so that new query i sees keys 0 to past_posn + i",
+}
 
 
 def cached_model_output(actual, expected, tolerance: Tolerance) -> CaseComparison:
@@ -61,6 +67,7 @@ def kv_cache_cases(ref: Reference) -> list[Case]:
             f"positions 0 to {chunks[0] - 1} run without the cache, the rest a chunk at a time with "
             "it: a chunk's positions start at the cache's length, and its queries see every cached key"
         )
+        mistakes = {said: ref.chunked_logits(ref.tokens[name], chunks, slip) for slip, said in SLIPS.items()}
         cases.append(
             Case(
                 name,
@@ -68,6 +75,7 @@ def kv_cache_cases(ref: Reference) -> list[Case]:
                 ref.activations(name)["unembed.hook_out"],
                 weights="",
                 hint=hint,
+                mistakes=mistakes,
             )
         )
     tokenizer = ref.tokenizer.backend_tokenizer
