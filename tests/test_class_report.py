@@ -15,7 +15,7 @@ from html import escape
 import pytest
 from conftest import EXERCISES, REPO, write_variant
 from test_batch import run_batch, write_submission
-from test_html_report import CHROMIUM, LAUNCH_ARGS
+from test_html_report import CHROMIUM, in_chromium
 
 from grader.checks import select
 from grader.host.render.markdown import literal
@@ -102,29 +102,11 @@ def test_the_page_names_each_mistake_with_its_course_page(graded_class):
 
 def read_page(path, tmp_path) -> dict:
     """Console errors, requests that left the page, and the text of each table's cells, in headless Chromium."""
-    playwright = pytest.importorskip(
-        "playwright.sync_api", reason="playwright (PyPI) drives Chromium over its DevTools protocol"
+    cells = "rows => rows.slice(1).map(r => [...r.cells].map(c => c.textContent))"
+    tables = ("checks", "mistakes", "heatmap", "stops")
+    return in_chromium(
+        path, tmp_path, lambda page: {table: page.eval_on_selector_all(f"table.{table} tr", cells) for table in tables}
     )
-    seen: dict = {"errors": [], "requests": []}
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS
-        )
-        try:
-            page = browser.new_page()
-            page.on("console", lambda message: message.type == "error" and seen["errors"].append(message.text))
-            page.on("pageerror", lambda error: seen["errors"].append(str(error)))
-            page.on(
-                "request",
-                lambda request: request.url.startswith(("http:", "https:")) and seen["requests"].append(request.url),
-            )
-            page.goto(path.as_uri(), wait_until="load")
-            cells = "rows => rows.slice(1).map(r => [...r.cells].map(c => c.textContent))"
-            for table in ("checks", "mistakes", "heatmap", "stops"):
-                seen[table] = page.eval_on_selector_all(f"table.{table} tr", cells)
-        finally:
-            browser.close()
-    return seen
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (Debian: apt-get install -y chromium)")

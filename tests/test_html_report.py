@@ -24,8 +24,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def open_page(path, tmp_path) -> dict:
-    """Console errors, requests that left the page, and the <img> elements of the page at `path`."""
+def in_chromium(path, tmp_path, read) -> dict:
+    """Console errors and requests that left the page at `path`, opened in headless Chromium with no network, and
+    what `read(page)` takes from it."""
     playwright = pytest.importorskip(
         "playwright.sync_api", reason="playwright (PyPI) drives Chromium over its DevTools protocol"
     )
@@ -43,20 +44,32 @@ def open_page(path, tmp_path) -> dict:
                 lambda request: request.url.startswith(("http:", "https:")) and seen["requests"].append(request.url),
             )
             page.goto(path.as_uri(), wait_until="load")
-            seen["images"] = page.eval_on_selector_all(
-                "img", "images => images.map(i => ({alt: i.alt, drawn: i.complete && i.naturalWidth > 0}))"
-            )
-            seen["lens_columns"] = page.eval_on_selector_all("table.lens", "ts => ts.map(t => t.rows[0].cells.length)")
-            seen["overflow"] = page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
-            seen["predictions"] = page.eval_on_selector_all(
-                "table.predictions tr", "rows => rows.map(r => [...r.cells].map(c => [c.textContent, c.className]))"
-            )
-            seen["models"] = page.eval_on_selector_all("p.model", "ps => ps.map(p => p.textContent)")
-            seen["ablation_rows"] = page.locator("table.ablation tr").count()
-            page.screenshot(path=str(tmp_path / "screenshot.png"), full_page=True)
+            seen |= read(page)
         finally:
             browser.close()
     return seen
+
+
+def open_page(path, tmp_path) -> dict:
+    """The report's <img> elements, lens tables, predictions, model lines and ablation rows, and a screenshot."""
+
+    def read(page) -> dict:
+        seen = {
+            "images": page.eval_on_selector_all(
+                "img", "images => images.map(i => ({alt: i.alt, drawn: i.complete && i.naturalWidth > 0}))"
+            ),
+            "lens_columns": page.eval_on_selector_all("table.lens", "ts => ts.map(t => t.rows[0].cells.length)"),
+            "overflow": page.evaluate("document.documentElement.scrollWidth > window.innerWidth"),
+            "predictions": page.eval_on_selector_all(
+                "table.predictions tr", "rows => rows.map(r => [...r.cells].map(c => [c.textContent, c.className]))"
+            ),
+            "models": page.eval_on_selector_all("p.model", "ps => ps.map(p => p.textContent)"),
+            "ablation_rows": page.locator("table.ablation tr").count(),
+        }
+        page.screenshot(path=str(tmp_path / "screenshot.png"), full_page=True)
+        return seen
+
+    return in_chromium(path, tmp_path, read)
 
 
 @pytest.fixture(scope="module")

@@ -235,12 +235,14 @@ def computed_at(culprit: Candidate, own: list[Candidate]) -> Candidate:
     )
 
 
-def step_equality(value: np.ndarray, name: str, steps: dict[str, np.ndarray], tolerance: Tolerance) -> dict:
-    """The reference's step a tensor equals (`equals`, by value at the step's own scale, whatever its name), else
-    the step its name names (`named`), which it then differs from: what --trace says of it."""
-    equal = next((label for label, step in steps.items() if matches_step(value, step, tolerance)), None)
-    named = next((label for label in steps if names_step(name, label)), None)
-    return {"equals": equal, "named": None if equal else named}
+def equal_step(value: np.ndarray, steps: dict[str, np.ndarray], tolerance: Tolerance) -> str | None:
+    """The reference's step a tensor equals, by value at the step's own scale, whatever its name; None if none."""
+    return next((label for label, step in steps.items() if matches_step(value, step, tolerance)), None)
+
+
+def named_step(name: str, steps: dict[str, np.ndarray]) -> str | None:
+    """The reference's step a tensor's name names (its label or an alias: residual_var is var); None if none."""
+    return next((label for label in steps if names_step(name, label)), None)
 
 
 def names_step(name: str, label: str) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.host.diagnose import matches_step, names_step
+from grader.host.diagnose import equal_step, named_step
 from grader.host.figures import next_token_predictions
 from grader.host.render.text import fallback_banner
 from grader.host.results import CheckResult, Report
@@ -262,12 +262,12 @@ def step_difference(members: list[Step], reference_steps: dict, tolerance) -> st
 
 def step_match(step: Step, reference_steps: dict, tolerance) -> tuple[str, float | str, bool] | None:
     """(the reference's step, the max abs diff or what differs, whether it matches) for one tensor."""
-    if step.value is not None:
-        for label, theirs in reference_steps.items():
-            if matches_step(step.value, theirs, tolerance):
-                same_order = step.value.shape == theirs.shape
-                return label, max_abs_diff(step.value, theirs) if same_order else "axes reordered", True
-    label = next((label for label in reference_steps if names_step(step.name, label)), None)  # residual_var: var
+    label = None if step.value is None else equal_step(step.value, reference_steps, tolerance)
+    if label is not None:
+        theirs = reference_steps[label]
+        same_order = step.value.shape == theirs.shape
+        return label, max_abs_diff(step.value, theirs) if same_order else "axes reordered", True
+    label = named_step(step.name, reference_steps)  # residual_var: var
     if label is None:
         return None
     theirs = reference_steps[label]

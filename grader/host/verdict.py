@@ -12,8 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from grader.checks import Check
 from grader.host.course import page_path
-from grader.host.diagnose import Candidate, expected_shape, first_divergence, matching_mistake
-from grader.host.diagnose import step_equality as equality
+from grader.host.diagnose import Candidate, equal_step, expected_shape, first_divergence, matching_mistake, named_step
 from grader.host.figures import all_figures, difference
 from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, CheckStatus, reference_name
@@ -344,11 +343,13 @@ def trace_lines(evidence: Evidence) -> list[dict]:
 
 
 def step_equality(record: wire.Record, case: str, steps: dict, evidence: Evidence) -> dict:
-    """For --trace, where the check kept the tensor's values: `diagnose.step_equality`."""
-    value = evidence.outcome.outputs.get(wire.CAPTURE.format(case=case, i=record.saved))
-    return (
-        {} if record.saved is None or value is None else equality(value, record.name, steps, evidence.check.tolerance)
-    )
+    """For --trace, where the check kept the tensor's values: the reference's step it equals, else the step its name
+    names, which it then differs from."""
+    value = evidence.outcome.outputs.get(wire.CAPTURE.format(case=case, i=record.saved))  # none where not saved
+    if value is None:
+        return {}
+    equal = equal_step(value, steps, evidence.check.tolerance)
+    return {"equals": equal, "named": None if equal else named_step(record.name, steps)}
 
 
 def next_step(check: Check, result: CheckResult, expected_from: str, where: wire.Place | None = None) -> str:

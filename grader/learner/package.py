@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -133,12 +134,18 @@ def in_place_update(function) -> Place | None:
     """The first line of `function` that changes one of its arguments in place, before any rebinds that name:
     `x += ...`, `x[...] = ...`, `x.add_(...)` (torch's in-place methods end in `_`). Where an input comes back
     changed, the report points there rather than at the `def`."""
-    import ast
+    code = getattr(function, "__code__", None)
+    return None if code is None else in_place_in(code)
+
+
+@functools.lru_cache(maxsize=64)
+def in_place_in(code) -> Place | None:
+    """`in_place_update` of the function whose code this is: its source read once per check, not once per case."""
     import inspect
     import textwrap
 
     try:
-        lines, start = inspect.getsourcelines(function)
+        lines, start = inspect.getsourcelines(code)
         definition = ast.parse(textwrap.dedent("".join(lines))).body[0]
     except (TypeError, OSError, SyntaxError, IndexError):
         return None
@@ -150,7 +157,7 @@ def in_place_update(function) -> Place | None:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Subscript) and argument_of(t.value, names) for t in targets):
-                return code_place(function.__code__, start + node.lineno - 1)
+                return code_place(code, start + node.lineno - 1)
             names -= {t.id for t in targets if isinstance(t, ast.Name)}  # rebound: a new tensor from here on
         changed = (isinstance(node, ast.AugAssign) and argument_of(node.target, names)) or (
             isinstance(node, ast.Call)
@@ -160,7 +167,7 @@ def in_place_update(function) -> Place | None:
             and argument_of(node.func.value, names)
         )
         if changed:
-            return code_place(function.__code__, start + node.lineno - 1)
+            return code_place(code, start + node.lineno - 1)
     return None
 
 

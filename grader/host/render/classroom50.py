@@ -153,9 +153,8 @@ def publish(report: Report, environ: Mapping[str, str], directory: Path) -> list
             write_replacing(directory / name, text)
         except OSError as error:
             problems.append(f"could not write {directory / name}: {error.strerror or error}")
-    if environ.get("GITHUB_OUTPUT"):
-        problems += [problem for problem in [append_to(environ, "GITHUB_OUTPUT", outputs(report))] if problem]
-    return problems
+    problem = append_to(environ, "GITHUB_OUTPUT", outputs(report)) if environ.get("GITHUB_OUTPUT") else None
+    return problems + ([problem] if problem else [])
 
 
 def emitter(chosen: dict, say: Say) -> Emit:
