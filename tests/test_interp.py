@@ -103,6 +103,33 @@ def test_wrong_counts_are_named_by_part(grade, tmp_path):
     assert "b_U is not counted" in result.hint
 
 
+LENS_RETURN = "    return torch.stack([model.unembed(model.ln_final(stream)) for stream in streams])\n"
+ONE_STREAMS_STATISTICS = {  # the lens's ln_final written out, with the last stream's statistics: what the hint says
+    "mean and variance": (
+        "    mean = streams[-1].mean(dim=-1, keepdim=True)\n"
+        "    scale = (streams[-1].var(dim=-1, keepdim=True, unbiased=False) + model.cfg.layer_norm_eps).sqrt()\n"
+        "    ln = model.ln_final\n"
+        "    return torch.stack([model.unembed((s - mean) / scale * ln.w + ln.b) for s in streams])\n",
+        "the last stream's mean and variance",
+    ),
+    "scale only": (
+        "    scale = (streams[-1].var(dim=-1, keepdim=True, unbiased=False) + model.cfg.layer_norm_eps).sqrt()\n"
+        "    ln = model.ln_final\n"
+        "    centred = [s - s.mean(-1, keepdim=True) for s in streams]\n"
+        "    return torch.stack([model.unembed(c / scale * ln.w + ln.b) for c in centred])\n",
+        "the last stream's scale",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", list(ONE_STREAMS_STATISTICS))
+def test_a_lens_normalising_with_one_streams_statistics_is_named(grade, tmp_path, variant):
+    code, said = ONE_STREAMS_STATISTICS[variant]
+    package = write_variant(tmp_path, {"interp.py": [(LENS_RETURN, code)]})
+    result = by_id(grade(package, "interp.logit_lens"))["interp.logit_lens"]
+    assert result.status == "fail" and said in (result.hint or ""), (result.message, result.hint)
+
+
 HARD_CODED_BLOCKS = (
     "    for block in model.blocks:\n",
     "    for layer in range(12):\n        block = model.blocks[layer]\n",

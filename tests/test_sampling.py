@@ -17,7 +17,7 @@ import pytest
 import torch
 from conftest import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
 
-from grader.checks import beam, registry
+from grader.checks import _beam_search, beam, registry
 from grader.checks import sampling as checks
 from grader.host.diagnose import matching_mistake
 from grader.shared import wire
@@ -88,6 +88,18 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
         },
         "used as probabilities",
     ),
+    "softmax applied twice": (
+        "sampling.basic",
+        {
+            "sampling.py": [
+                (
+                    "return int(Categorical(logits=logits).sample())",
+                    "return int(Categorical(logits=logits.softmax(dim=-1)).sample())",
+                )
+            ]
+        },
+        "the softmax was applied twice",
+    ),
     "new token not fed back": (
         "sampling.generate",
         {
@@ -142,6 +154,19 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
         "finished beams (ending in end-of-text) were dropped",
     ),
     "n-gram ban not applied": ("beam.generate", {"sampling.py": [(NGRAM_BAN, "")]}, "repeats an n-gram"),
+    "n-gram ban broadcast as ARENA's helper does": (
+        "beam.generate",
+        {
+            "sampling.py": [
+                (
+                    "banned[repeats, ngram[repeats, -1]] = True",
+                    "rows, ends = range(batch), ngram[:, [-1]]\n"
+                    "            banned[rows, ends] = torch.where(repeats, True, banned[rows, ends])",
+                )
+            ]
+        },
+        "banned the next token of every beam's n-gram",
+    ),
     "log-probs normalised over the kept tokens": (
         "beam.generate",
         {
@@ -194,6 +219,11 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
         "kv_cache",
         {"kv_cache.py": [("self.cfg.d_head**0.5, past_posn)", "self.cfg.d_head**0.5)")]},
         "CachedAttention.forward's mask ignores the cached keys",
+    ),
+    "KV cache penalty without the prompt": (
+        "kv_cache",
+        {"kv_cache.py": [("self.sample_next_token(input_ids, ", "self.sample_next_token(new_tokens, ")]},
+        "passes sample_next_token only the tokens it feeds the model",
     ),
     "KV cache positions off by one": (
         "kv_cache",
@@ -417,6 +447,24 @@ def test_a_named_mistake_is_the_hint_and_the_next_step(mistake, graded_mistake):
     assert fragment not in result.message and result.next_step == f"most likely: {result.hint}"
 
 
+@pytest.mark.parametrize(
+    ("mistake", "method"),
+    [
+        ("KV cache mask without the cached length", ("class CachedAttention", "def forward")),
+        ("KV cache positions from 0", ("class CachedTransformer(", "def forward")),
+        ("KV cache penalty without the prompt", ("class CachedTransformerSampler", "@torch.inference_mode()")),
+    ],
+)
+def test_a_kv_cache_slip_is_located_in_the_method_that_holds_it(mistake, method, graded_mistake):
+    """The driver reports where CachedAttention.forward is defined: the mask slip is pointed there, not at the
+    CachedTransformer.forward the check calls."""
+    result = graded_mistake(mistake)
+    lines = (SOLUTIONS / "kv_cache.py").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(method[0]))
+    forward = next(i for i in range(start, len(lines)) if lines[i].strip().startswith(method[1])) + 1
+    assert (result.file, result.line) == ("kv_cache.py", forward), (result.file, result.line, result.hint)
+
+
 @pytest.mark.parametrize("alternative", tiered(ALTERNATIVES, ("greedy returns a tensor", "top-k by masking")))
 def test_correct_code_in_another_style_passes(alternative, grade, tmp_path):
     check_ids, edits = ALTERNATIVES[alternative]
@@ -492,8 +540,8 @@ def test_the_generation_table_spells_its_sentence(reference):
 def test_beam_search_beats_greedy_on_the_notes_example():
     table, eos = beam.notes_table(), len(beam.BEAM_ALPHABET)
     greedy = checks.greedy_walk(table, [0], 2, eos)
-    greedy_logprob = sum(beam.log_softmax_row(table, tuple(greedy[:i]))[greedy[i]] for i in (1, 2))
-    (best_logprob, best_tokens), _ = beam.expected_beam_search(table, (0,), 2, 2, 2, 0, eos)
+    greedy_logprob = sum(_beam_search.log_softmax_row(table, tuple(greedy[:i]))[greedy[i]] for i in (1, 2))
+    (best_logprob, best_tokens), _ = _beam_search.expected_beam_search(table, (0,), 2, 2, 2, 0, eos)
     assert greedy == [0, 1, 0] and math.isclose(math.exp(greedy_logprob), 0.18, rel_tol=1e-6)
     assert best_tokens == (0, 2, 0) and math.isclose(math.exp(best_logprob), 0.19, rel_tol=1e-6)
 
@@ -501,7 +549,7 @@ def test_beam_search_beats_greedy_on_the_notes_example():
 @pytest.mark.parametrize("seed", range(8, 14))
 def test_one_beam_is_the_greedy_walk(seed):
     table, eos = beam.beam_table(seed, eos_bias=0.5), len(beam.BEAM_ALPHABET)
-    [(_, tokens)] = beam.expected_beam_search(table, (0,), 1, 1, 5, 0, eos)
+    [(_, tokens)] = _beam_search.expected_beam_search(table, (0,), 1, 1, 5, 0, eos)
     assert list(tokens) == checks.greedy_walk(table, [0], 5, eos)
 
 
@@ -511,7 +559,7 @@ def test_beam_cases_have_no_near_ties():
     for name, (make_table, _, num_beams, max_new, ngram) in beam.BEAM_SEARCHES.items():
         table, beams = make_table(), [(0.0, (0,))]
         for _ in range(max_new):
-            ranked = beam.best(beam.extensions(table, beams, ngram), len(table[0]) ** 2)
+            ranked = _beam_search.best(_beam_search.extensions(table, beams, ngram), len(table[0]) ** 2)
             if len(ranked) > num_beams:
                 assert ranked[num_beams - 1][0] - ranked[num_beams][0] > 1e-3, name
             beams = [beam for beam in ranked[:num_beams] if beam[1][-1] != eos]

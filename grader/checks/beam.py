@@ -1,8 +1,7 @@
 """Part 2: beam search, on the same stand-ins as sampling (`grader/learner/drivers/stand_ins.py`).
 
-Every expected answer is computed here from first principles: each beam candidate enumerated, its
-log-probability summed from the table model, the best kept. Known mistakes are listed per case, as
-in every part.
+Every expected answer is computed from first principles (`_beam_search`): each beam candidate enumerated, its
+log-probability summed from the table model, the best kept. Known mistakes are listed per case, as in every part.
 """
 
 from __future__ import annotations
@@ -12,6 +11,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance, on_stand_ins
+from grader.checks._beam_search import (
+    banned_across_beams,
+    banned_as_arena_broadcasts,
+    best,
+    expected_beam_search,
+    generated_rows,
+    kept_then_normalised,
+    log_softmax_row,
+)
 from grader.checks.sampling import DRIVERS, char_tokenizer, generator, greedy_walk, known, sampler, stand_in_inputs
 from grader.learner.drivers import END_OF_TEXT, PADDING, beam_rows, text_tensor
 from grader.shared.compare import CaseComparison
@@ -110,53 +118,6 @@ def show_groups(beams: list[Beam]) -> str:
     return f"continuing {show(continuing)}, finished {show(finished)}"
 
 
-# --- first principles: what a right beam search gives -------------------------------------------
-
-
-def log_softmax_row(table: Tensor, prefix: tuple[int, ...]) -> list[float]:
-    """The table model's next-token log-probabilities after `prefix`, in float64."""
-    return table[len(prefix) - 1, prefix[-1]].double().log_softmax(dim=-1).tolist()
-
-
-def banned(prefix: tuple[int, ...], ngram: int) -> set[int]:
-    """Tokens that would complete an n-gram already in `prefix`."""
-    if not ngram:
-        return set()
-    tail = prefix[len(prefix) - ngram + 1 :]
-    return {prefix[i + ngram - 1] for i in range(len(prefix) - ngram + 1) if prefix[i : i + ngram - 1] == tail}
-
-
-def extensions(
-    table: Tensor, beams: list[tuple[float, tuple[int, ...]]], ngram: int, also_banned: frozenset[int] = frozenset()
-) -> list[tuple[float, tuple[int, ...]]]:
-    """Every allowed one-token extension of every beam, with its log-prob sum (`also_banned`: banned everywhere)."""
-    return [
-        (logprob + step, prefix + (token,))
-        for logprob, prefix in beams
-        for token, step in enumerate(log_softmax_row(table, prefix))
-        if token not in banned(prefix, ngram) | also_banned
-    ]
-
-
-def best(candidates: list, k: int) -> list:
-    return sorted(candidates, key=lambda candidate: -candidate[0])[:k]
-
-
-def expected_beam_search(
-    table: Tensor, prompt: tuple[int, ...], n_return: int, num_beams: int, max_new: int, ngram: int, eos: int
-) -> list[tuple[float, tuple[int, ...]]]:
-    """Beam search over every candidate: the num_beams best extensions of the kept beams at each step."""
-    beams: list[tuple[float, tuple[int, ...]]] = [(0.0, prompt)]
-    finished: list[tuple[float, tuple[int, ...]]] = []
-    for _ in range(max_new):
-        kept = best(extensions(table, beams, ngram), num_beams)
-        finished += [beam for beam in kept if beam[1][-1] == eos]
-        beams = [beam for beam in kept if beam[1][-1] != eos]
-        if len(finished) >= n_return:
-            return best(finished, n_return)
-    return best(finished + beams, n_return)
-
-
 # --- the cases ----------------------------------------------------------------------------------
 
 NGRAM_REPEATED = (
@@ -180,6 +141,12 @@ BANNED_ACROSS_BEAMS = (
     "ban each beam's n-gram completions in that beam's row only (banned[beam, token])"
 )
 
+BANNED_BROADCAST = (
+    "a beam with a repeated n-gram banned the next token of every beam's n-gram at that place: set one entry per "
+    "beam, banned[beam, token] (indexing rows range(batch) with a (batch, 1) column of tokens, as ARENA's "
+    "get_topk_non_repeating does, broadcasts to every pair of beams)"
+)
+
 
 def beam_table(seed: int, eos_bias: float = 0.0) -> Tensor:
     import torch
@@ -192,31 +159,6 @@ def beam_table(seed: int, eos_bias: float = 0.0) -> Tensor:
 def _beam_extra(table: Tensor, prompt: str | None = None) -> dict:
     extra = stand_in_inputs(table, char_tokenizer(BEAM_ALPHABET))
     return extra | ({"prompt": text_tensor(prompt)} if prompt else {})
-
-
-def generated_rows(
-    table: Tensor, beams: list[tuple[float, tuple[int, ...]]], k: int, ngram: int, across_beams: bool = False
-) -> Tensor:
-    """Each beam's k best allowed extensions, as beam rows; `across_beams`: with what any beam bans banned in
-    every beam (a known mistake)."""
-    everywhere = frozenset().union(*(banned(prefix, ngram) for _, prefix in beams)) if across_beams else frozenset()
-    extended = [candidate for beam in beams for candidate in best(extensions(table, [beam], ngram, everywhere), k)]
-    return beam_rows([([logprob for logprob, _ in extended], [list(tokens) for _, tokens in extended])])
-
-
-def kept_then_normalised(
-    table: Tensor, beams: list[tuple[float, tuple[int, ...]]], k: int, ngram: int, normalise: bool = True
-) -> Tensor:
-    """generate's rows where each beam's k best allowed logits are log-softmaxed among themselves, or (`normalise`
-    False) added as they are: two known mistakes."""
-    extended = []
-    for logprob, prefix in beams:
-        logits = table[len(prefix) - 1, prefix[-1]].double()
-        allowed = [token for token in range(len(logits)) if token not in banned(prefix, ngram)]
-        kept = sorted(allowed, key=lambda token: -float(logits[token]))[:k]
-        steps = (logits[kept].log_softmax(dim=-1) if normalise else logits[kept]).tolist()
-        extended += [(logprob + step, prefix + (token,)) for token, step in zip(kept, steps, strict=True)]
-    return beam_rows([([lp for lp, _ in extended], [list(tokens) for _, tokens in extended])])
 
 
 def unless_equal(wrong: Tensor, *others: Tensor) -> Tensor | None:
@@ -232,6 +174,7 @@ def beam_generate_cases(ref: Reference) -> list[Case]:
     table[2, a, b] += 3.0  # make the banned continuations likely, so that banning them shows
     table[2, c, c] += 3.0
     table[4, b, c] += 3.0
+    table[2, c, a] += 3.0  # likely after the second beam's c: a is what a broadcast ban takes from it
     inputs = {
         "two_beams": ([-0.5, -1.2], [[a, b, c], [a, c, c]], 2, 0),
         "no_repeat_bigram": ([-0.5, -1.2], [[a, b, a], [a, c, c]], 2, 2),
@@ -241,11 +184,13 @@ def beam_generate_cases(ref: Reference) -> list[Case]:
     for name, (logprob_sums, tokens, k, ngram) in inputs.items():
         beams = list(zip(logprob_sums, (tuple(t) for t in tokens), strict=False))
         right, unbanned = generated_rows(table, beams, k, ngram), generated_rows(table, beams, k, 0)
-        across = generated_rows(table, beams, k, ngram, across_beams=True)
+        across = generated_rows(table, beams, k, ngram, banned_across_beams(beams, ngram))
+        broadcast = generated_rows(table, beams, k, ngram, banned_as_arena_broadcasts(beams, ngram))
         args = [torch.tensor(logprob_sums), torch.tensor(tokens), torch.tensor(k), torch.tensor(ngram)]
         mistakes = known(
             (NGRAM_REPEATED, unless_equal(unbanned, right)),
             (BANNED_ACROSS_BEAMS, unless_equal(across, right, unbanned)),
+            (BANNED_BROADCAST, unless_equal(broadcast, right, unbanned, across)),
             (NORMALISED_OVER_KEPT, unless_equal(kept_then_normalised(table, beams, k, ngram), right)),
             (LOGITS_ADDED, unless_equal(kept_then_normalised(table, beams, k, ngram, normalise=False), right)),
         )

@@ -88,6 +88,16 @@ TIED_WITHIN_A_TOLERANCE = (
 )
 
 
+ONE_STREAMS_STATISTICS = (
+    "every stream was normalised with the last stream's mean and variance: apply ln_final to each stream, "
+    "which takes that stream's own"
+)
+ONE_STREAMS_SCALE = (
+    "every stream was divided by the last stream's scale (the cached ln_final scale): apply ln_final to each stream, "
+    "which recomputes its variance"
+)
+
+
 def logit_lens_cases(ref: Reference) -> list[Case]:
     """GPT-2's lens on the prompt; then the small induction model's on [BOS, A, A], where even offline the lens shows
     structure (the repeated half's tokens predicted from layer 1 on). GPT-2's case comes first: the first case decides
@@ -108,7 +118,22 @@ def lens_case(model: Reference, tokens_name: str, **fields) -> Case:
         acts[f"blocks.{model.n_layers - 1}.hook_resid_post"]
     ]
     no_ln = torch.stack([model.call("unembed", stream) for stream in streams])
-    mistakes = {"ln_final is not applied: unembed ln_final(stream), as the model's own readout does": no_ln}
+    # ln_final with the last stream's statistics for every stream: its mean and scale, or (transformer_lens's cached
+    # scale, recompute_ln=False) each stream's own mean and the last stream's scale.
+    final_mean, final_scale = streams[-1].mean(dim=-1, keepdim=True), acts["ln_final.hook_scale"]
+    w, b = model.weight("ln_final.w"), model.weight("ln_final.b")
+
+    def read_with(means) -> Tensor:
+        return torch.stack(
+            [model.call("unembed", w * (s - m) / final_scale + b) for s, m in zip(streams, means, strict=True)]
+        )
+
+    own_means = [stream.mean(dim=-1, keepdim=True) for stream in streams]
+    mistakes = {
+        "ln_final is not applied: unembed ln_final(stream), as the model's own readout does": no_ln,
+        ONE_STREAMS_STATISTICS: read_with([final_mean] * len(streams)),
+        ONE_STREAMS_SCALE: read_with(own_means),
+    }
     # Each block answers the model's output for its input, so the lens is graded on its own (one mistake, one penalty).
     blocks = {f"blocks.{layer}": (streams[layer], streams[layer + 1]) for layer in range(model.n_layers)}
     extra = replay_extras(blocks)

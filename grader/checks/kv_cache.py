@@ -20,12 +20,23 @@ if TYPE_CHECKING:
     from grader.builder.reference import Reference
 
 ARGMAX_MARGIN = 0.01  # a greedy step of GPT-2 is used only when its top two logits are this far apart
+TEMPERATURE = 1e-4  # a draw at it misses the greedy token by ARGMAX_MARGIN / TEMPERATURE = 100 nats: never
+PENALTY = 1e9  # subtracted per occurrence, it puts every token already in the text below any other
+NEW_IDS_ONLY = (
+    "CachedTransformerSampler.sample passes sample_next_token only the tokens it feeds the model: the frequency "
+    "penalty must count every id so far, the prompt's included"
+)
 SLIPS = {  # reference.chunked_logits's slip: what the report names
     "positions from 0": "CachedTransformer.forward starts the new tokens' positions at 0: pass the cache's length "
     "to pos_embed (past_kv_pos_offset)",
     "mask from the first key": "CachedAttention.forward's mask ignores the cached keys: pass their number to "
     "apply_causal_mask, so that new query i sees keys 0 to past_posn + i",
 }
+
+
+def fed_only(fed: list[int], text: list[int]) -> list[int]:
+    """NEW_IDS_ONLY's ban: the tokens the step feeds (the prompt, then the last token alone)."""
+    return fed
 
 
 def cached_model_output(actual, expected, tolerance: Tolerance) -> CaseComparison:
@@ -43,19 +54,47 @@ def cached_model_output(actual, expected, tolerance: Tolerance) -> CaseCompariso
     return result
 
 
-def greedy_continuation(ref: Reference, ids: list[int], max_new: int) -> list[int]:
-    """GPT-2's greedy continuation, cut before a step whose top two logits are closer than
+def continuation(ref: Reference, ids: list[int], max_new: int, banned=None) -> list[int]:
+    """GPT-2's greedy continuation of `ids`, the tokens `banned(fed, text)` names left out at each step (`fed`: the
+    ids that step feeds the model, `text`: every id so far); cut before a step whose top two logits are closer than
     ARGMAX_MARGIN (a float32 rounding could pick either)."""
     step = ref.incremental_logits()
-    generated: list[int] = []
-    top = step(ids).topk(2)
-    for _ in range(max_new):
+    fed, generated = ids, []
+    while len(generated) < max_new:
+        logits = step(fed)
+        if banned:
+            logits[sorted(set(banned(fed, ids + generated)))] = -float("inf")
+        top = logits.topk(2)
         if float(top.values[0] - top.values[1]) < ARGMAX_MARGIN:
             break
-        generated.append(int(top.indices[0]))
-        if len(generated) < max_new:
-            top = step(generated[-1:]).topk(2)
+        fed = [int(top.indices[0])]
+        generated += fed
     return generated
+
+
+def sampling_case(ref: Reference, name: str, ids: list[int], penalty: float, hint: str, mistakes=()) -> Case:
+    """CachedTransformerSampler.sample from the prompt: greedy, or at a temperature so low that it is greedy
+    (TEMPERATURE) with a frequency penalty so large that a token already in the text is never drawn again.
+    `mistakes`: (what the report names, the tokens that slip bans at a step)."""
+    import torch
+
+    banned = (lambda fed, text: text) if penalty else None
+    generated = continuation(ref, ids, 8, banned)
+
+    def decode(continued: list[int]) -> str:
+        return ref.tokenizer.backend_tokenizer.decode(ids + continued, skip_special_tokens=False)
+
+    outputs = {said: decode(continuation(ref, ids, len(generated), slip)) for said, slip in mistakes}
+    text = decode(generated)
+    extra = {
+        "prompt": text_tensor(ref.prompt),
+        "tokenizer": text_tensor(ref.tokenizer.backend_tokenizer.to_str()),
+        "max_tokens_generated": torch.tensor(len(generated)),
+        "temperature": torch.tensor(TEMPERATURE if penalty else 0.0),
+        "frequency_penalty": torch.tensor(penalty),
+    }
+    told = {said: text_tensor(output) for said, output in outputs.items() if output != text}
+    return Case(name, [], text_tensor(text), weights="", hint=hint, extra=extra, mistakes=told)
 
 
 def kv_cache_cases(ref: Reference) -> list[Case]:
@@ -78,17 +117,14 @@ def kv_cache_cases(ref: Reference) -> list[Case]:
                 mistakes=mistakes,
             )
         )
-    tokenizer = ref.tokenizer.backend_tokenizer
-    prompt_ids = tokenizer.encode(ref.prompt).ids
-    generated = greedy_continuation(ref, prompt_ids, 8)
-    text = tokenizer.decode(prompt_ids + generated, skip_special_tokens=False)
-    extra = {
-        "prompt": text_tensor(ref.prompt),
-        "tokenizer": text_tensor(tokenizer.to_str()),
-        "max_tokens_generated": torch.tensor(len(generated)),
-    }
-    hint = "greedy sampling with the cache must give the text greedy sampling without it gives"
-    cases.append(Case("sample", [], text_tensor(text), weights="", hint=hint, extra=extra))
+    prompt_ids = ref.tokenizer.backend_tokenizer.encode(ref.prompt).ids
+    greedy = "greedy sampling with the cache must give the text greedy sampling without it gives"
+    penalised = (
+        f"at temperature {TEMPERATURE} with a frequency penalty of {PENALTY:g}, sampling is greedy and never draws a "
+        "token already in the text, the prompt's included"
+    )
+    cases.append(sampling_case(ref, "sample", prompt_ids, 0.0, greedy))
+    cases.append(sampling_case(ref, "sample_penalised", prompt_ids, PENALTY, penalised, [(NEW_IDS_ONLY, fed_only)]))
     return cases
 
 
@@ -104,7 +140,10 @@ CHECKS = (
         comparison=cached_model_output,
         tolerance=Tolerance(atol=1e-3, rtol=1e-4),
         # The cached classes override the forwards of Attention, TransformerBlock and Transformer, and keep the
-        # rest: the mask, the embeddings, the LayerNorms, the MLP, the unembedding, and greedy_search to sample.
-        uses=("embed", "pos_embed", "layernorm", "attention.causal_mask", "mlp", "unembed", "sampling.greedy"),
+        # rest: the mask, the embeddings, the LayerNorms, the MLP, the unembedding, and sample_next_token's steps.
+        uses=(
+            *("embed", "pos_embed", "layernorm", "attention.causal_mask", "mlp", "unembed"),
+            *("sampling.greedy", "sampling.temperature", "sampling.frequency_penalty", "sampling.basic"),
+        ),
     ),
 )

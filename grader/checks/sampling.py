@@ -327,6 +327,10 @@ COUNTS_BROADCAST = (
     "the counts need one entry per vocabulary id (torch.bincount(..., minlength=d_vocab))"
 )
 LOGITS_AS_PROBABILITIES = "the logits were used as probabilities: sample from softmax(logits)"
+SOFTMAX_TWICE = (
+    "the softmax was applied twice: Categorical(logits=...) applies it for you, so pass the logits themselves, "
+    "or pass probs=softmax(logits)"
+)
 TOP_K_FROM_ALL = "tokens outside the k most likely were drawn: sample from the top k only"
 K_PLUS_ONE = "k + 1 tokens were kept, one too many: keep the k most likely (logits.topk(k))"
 SMALLEST_K = "the k least likely tokens were kept: keep the k most likely (topk's largest=True, or a descending sort)"
@@ -424,8 +428,9 @@ def basic_cases(ref: Reference) -> list[Case]:
             [positive],
             softmax(positive),
             (LOGITS_AS_PROBABILITIES, positive.double() / positive.sum()),
+            (SOFTMAX_TWICE, softmax(softmax(positive))),
         ),
-        _distribution_case("mixed_logits", [mixed], softmax(mixed)),
+        _distribution_case("mixed_logits", [mixed], softmax(mixed), (SOFTMAX_TWICE, softmax(softmax(mixed)))),
     ]
 
 

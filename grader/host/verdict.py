@@ -310,12 +310,17 @@ def diagnose(evidence: Evidence, case: str) -> Diagnosis:
         evidence.reference_name,
         own_file=f"{check.target.file}.py",  # a sublayer's lines are its own check's to name
     )
-    return Diagnosis(
-        hint,
-        divergence.text if divergence else None,
-        (divergence.file, divergence.line) if divergence and divergence.line else None,
-        difference(evidence, case),
-    )
+    place = (divergence.file, divergence.line) if divergence and divergence.line else method_of(hint, evidence)
+    return Diagnosis(hint, divergence.text if divergence else None, place, difference(evidence, case))
+
+
+def method_of(hint: str | None, evidence: Evidence) -> tuple[str, int] | None:
+    """Where the learner defined the function a named mistake begins with (`CachedAttention.forward's mask ...`,
+    `CachedTransformerSampler.sample passes ...`)."""
+    for place in evidence.outcome.reply.methods if hint else ():
+        if place.function and place.line and hint.split()[0] in (place.function, f"{place.function}'s"):
+            return place.file, place.line
+    return None
 
 
 def trace_lines(evidence: Evidence) -> list[dict]:
@@ -329,13 +334,8 @@ def trace_lines(evidence: Evidence) -> list[dict]:
     shapes.setdefault("output", list(evidence.expected[case].shape))
     parameters = [{**asdict(p), "expected_shape": None} for p in evidence.reply.parameters]
     locals_ = [
-        {
-            "tag": r.tag,
-            "name": r.name,
-            "shape": r.shape,
-            "expected_shape": expected_shape(r.name, shapes),
-            **step_equality(r, case, steps, evidence),
-        }
+        {"tag": r.tag, "name": r.name, "shape": r.shape, "expected_shape": expected_shape(r.name, shapes)}
+        | step_equality(r, case, steps, evidence)
         for r in captures[case]
         if r.kind == "locals"
     ]

@@ -102,9 +102,11 @@ class CaseContext:
         self.point_at(function)
         return function
 
-    def point_at(self, function) -> None:
-        """Name `function`, where the learner defined it, as the place a failing check points to."""
-        self.update_reply(target_where=source_place(function), in_place=in_place_update(function))
+    def point_at(self, function, also=()) -> None:
+        """Name `function`, where the learner defined it, as the place a failing check points to; `also`, the other
+        functions it calls that a named mistake may be in."""
+        methods = [place for place in map(source_place, also) if place]
+        self.update_reply(target_where=source_place(function), in_place=in_place_update(function), methods=methods)
 
 
 def call_target(ctx: CaseContext, args: list, capture: Capture | None = None):

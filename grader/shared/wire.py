@@ -222,6 +222,9 @@ class Reply:
     where: Place | None = None  # where an exception came from in the learner's files
     target_where: Place | None = None  # where the learner defined the function under test
     in_place: Place | None = None  # the first line of that function that changes an argument in place (x += ...)
+    # Other functions of the learner's that the driver calls, where defined: a named mistake that begins with one's
+    # name (`CachedAttention.forward's mask ...`) is located there.
+    methods: list[Place] = field(default_factory=list)
     weights: WeightFacts | None = None
     bad_output: BadOutput | None = None
     param_counts: dict[Text, int] = field(default_factory=dict)

@@ -60,9 +60,11 @@ def sample(ctx, args) -> torch.Tensor:
     return greedy_text(ctx, ctx.package.attribute("sampling", "TransformerSampler")(*stand_ins(ctx)))
 
 
-def greedy_text(ctx, sampler) -> torch.Tensor:
-    """What `sampler.sample` writes greedily from the case's prompt, end-of-text and all."""
-    text = sampler.sample(tensor_text(ctx.tensor("prompt")), int(ctx.tensor("max_tokens_generated")), temperature=0.0)
+def greedy_text(ctx, sampler, **settings) -> torch.Tensor:
+    """What `sampler.sample` writes from the case's prompt, end-of-text and all: greedily, unless `settings` (the
+    keyword arguments of sample_next_token) say otherwise."""
+    prompt, max_tokens = tensor_text(ctx.tensor("prompt")), int(ctx.tensor("max_tokens_generated"))
+    text = sampler.sample(prompt, max_tokens, **({"temperature": 0.0} | settings))
     return text_tensor(checked_text(text, f"{type(sampler).__name__}.sample"))
 
 
@@ -201,23 +203,38 @@ def beam_search(ctx, args) -> torch.Tensor:
     return beam_rows([([logprob for logprob, _ in results], [tokenizer.encode(text) for text in texts])])
 
 
+def defined(ctx, file: str, *names: str) -> list:
+    """The learner's methods `names` ("Class.method") of `file` that exist: where a named mistake in one is located."""
+    found = []
+    for name in names:
+        cls, method = name.split(".")
+        try:
+            found.append(getattr(ctx.package.attribute(file, cls), method))
+        except (LookupError, AttributeError):
+            continue
+    return found
+
+
 def cached_model(ctx, args) -> torch.Tensor:
     """The learner's CachedTransformer loaded with the reference weights.
 
     A logits case (args: tokens, chunk sizes) feeds the tokens chunk by chunk, each chunk with the
     cache of the ones before, and returns all the logits; the sampling case (no args: its inputs
-    are named) returns the text CachedTransformerSampler samples greedily.
+    are named) returns the text CachedTransformerSampler samples with the case's temperature and frequency penalty.
     """
     try:
         model = ctx.module(ctx.package.attribute("kv_cache", "CachedTransformer"))
     except LookupError as missing:  # an optional bonus: a package without it has simply not done it yet
         raise NotImplementedError(str(missing)) from None
-    ctx.point_at(type(model).forward)
+    ctx.point_at(
+        type(model).forward, also=defined(ctx, "kv_cache", "CachedAttention.forward", "CachedTransformerSampler.sample")
+    )
     if not args:
-        return greedy_text(
-            ctx,
-            ctx.package.attribute("kv_cache", "CachedTransformerSampler")(model, Tokenizer(ctx.tensor("tokenizer"))),
+        sampler = ctx.package.attribute("kv_cache", "CachedTransformerSampler")(
+            model, Tokenizer(ctx.tensor("tokenizer"))
         )
+        settings = {name: float(ctx.tensor(name)) for name in ("temperature", "frequency_penalty")}
+        return greedy_text(ctx, sampler, **settings, seed=0)
     tokens, chunk_sizes = args
     logits, kv_cache, start = [], None, 0
     for size in chunk_sizes.tolist():
