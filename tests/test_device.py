@@ -4,8 +4,11 @@ told so, in words a learner can act on, instead of torch's."""
 
 from __future__ import annotations
 
+import html
+import json
+
 import pytest
-from conftest import SOLUTIONS, by_id, write_variant
+from conftest import SOLUTIONS, by_id, run_grade, write_variant
 from verdicts import NAMES, expected_statuses, verdicts
 
 MASK_DEVICE = "device=attn_scores.device"
@@ -84,3 +87,48 @@ def test_the_device_message_names_what_torch_named():
     assert device_mixup(meta, torch.device("cpu")).startswith("your code created a tensor on meta while")
     assert device_mixup(RuntimeError("shape mismatch"), torch.device("cpu")) is None
     assert device_mixup(ValueError(str(cuda)), torch.device("cpu")) is None
+
+
+SIMULATED = {"GPT2_GRADER_SIMULATED_FAULTY_DEVICE": "1", "GITHUB_ACTIONS": "false"}
+DEVICE = "a simulated faulty cuda (the CPU, every floating-point result off by 0.001)"
+DEVICE_FAULT = f"{DEVICE} computes LayerNorm wrongly"
+UNPROBED = f"fails on {DEVICE} and passes on the CPU, where it was graded: this device computes it differently"
+
+
+def test_a_device_that_computes_wrongly_is_blamed_and_the_check_graded_on_the_cpu(reference, tmp_path):
+    """On a simulated faulty device the grader's own LayerNorm misses GPT-2's output too: the device is named, the
+    check is graded on the CPU (the solution passes, the N-1 variance is still named), in every format. A check the
+    grader has no function of its own for (erase_direction) fails there, passes on the CPU, and says so."""
+    wrong = write_variant(tmp_path, {"normalization.py": [("unbiased=False", "unbiased=True")]}, base=SOLUTIONS)
+    for package, status in ((SOLUTIONS, "pass"), (wrong, "fail")):
+        out = tmp_path / status
+        out.mkdir()
+        result = run_grade(
+            *(
+                "--reference",
+                "random",
+                "--exercises",
+                str(package),
+                "--device",
+                "cuda",
+                "layernorm",
+                "interp.erase_direction",
+            ),
+            *("--json", str(out / "report.json"), "--html", str(out / "report.html")),
+            env=SIMULATED,
+        )
+        assert DEVICE_FAULT in " ".join(result.stdout.split()), result.stdout + result.stderr
+        report = json.loads((out / "report.json").read_text())
+        checks = {check["id"]: check for check in report["checks"]}
+        assert checks["layernorm"]["status"] == status and checks["interp.erase_direction"]["status"] == "pass"
+        assert any(DEVICE_FAULT in note for note in checks["layernorm"]["notes"])
+        assert checks["interp.erase_direction"]["notes"] == [UNPROBED]
+        assert DEVICE_FAULT in html.unescape((out / "report.html").read_text())
+    assert "the variance divides by N-1" in checks["layernorm"]["hint"]
+    summary = tmp_path / "summary.md"
+    result = run_grade(
+        *("--reference", "random", "--exercises", str(wrong), "--device", "cuda", "layernorm", "--github"),
+        env=SIMULATED | {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    [annotation] = [line for line in result.stdout.splitlines() if line.startswith("::error")]
+    assert DEVICE_FAULT in annotation and DEVICE_FAULT in summary.read_text().replace("\\", "")  # Markdown-escaped

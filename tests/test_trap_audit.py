@@ -7,34 +7,11 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 
 import pytest
 from conftest import REPO, SOLUTIONS
-
-
-@dataclass(frozen=True)
-class Named:
-    """One of the check's named mistakes, or of its cases' hints, holds `fragment`."""
-
-    check: str
-    fragment: str
-
-
-@dataclass(frozen=True)
-class Said:
-    """The check's message says it, in words written in `source` (a module of the grader)."""
-
-    source: str
-    fragment: str
-
-
-@dataclass(frozen=True)
-class Right:
-    """Not a mistake of values: code that ignores it is right, and passes."""
-
-    why: str
-
+from test_course_trap_audit import COURSE_TRAPS
+from traps import Named, Right, Said, hints_of
 
 VERDICT = "grader/host/verdict.py"
 INDUCTION = "grader/checks/induction.py"
@@ -285,13 +262,12 @@ def test_every_trap_a_docstring_states_is_placed_once():
     assert sorted(set(TRAPS) - set(stated)) == [], "a place in TRAPS for a trap no docstring states"
 
 
-def hints_of(reference, check_id: str) -> list[str]:
-    return [hint for case in reference.cases(check_id) for hint in [*case.mistakes, case.hint] if hint]
+PLACES = TRAPS | COURSE_TRAPS  # the solutions' traps, then the course pages'
 
 
-@pytest.mark.parametrize("trap", [trap for trap, place in TRAPS.items() if isinstance(place, Named)], ids=str)
+@pytest.mark.parametrize("trap", [trap for trap, place in PLACES.items() if isinstance(place, Named)], ids=str)
 def test_a_named_trap_is_among_its_checks_named_mistakes(reference, trap):
-    place = TRAPS[trap]
+    place = PLACES[trap]
     assert any(place.fragment in hint for hint in hints_of(reference, place.check)), (
         place,
         hints_of(reference, place.check),
@@ -299,5 +275,5 @@ def test_a_named_trap_is_among_its_checks_named_mistakes(reference, trap):
 
 
 def test_a_trap_said_in_words_is_in_its_source():
-    said = [place for place in TRAPS.values() if isinstance(place, Said)]
+    said = [place for place in PLACES.values() if isinstance(place, Said)]
     assert said and all(place.fragment in (REPO / place.source).read_text() for place in said)

@@ -146,7 +146,7 @@ NAMED_STATISTICS_EPS_OUTSIDE = f"""        mean = {MEAN}
         x = (residual - mean) / (var.sqrt() + {EPS})
         return x * self.w + self.b
 """
-# Right code that fails on the small-variance case only: E[x^2] - E[x]^2 loses its digits there.
+# Right on most inputs, wrong where the mean is large beside the spread: E[x^2] - E[x]^2 loses its digits there.
 VARIANCE_BY_MOMENTS = STEPS_BY_NAME.replace(VAR, "(residual**2).mean(dim=-1, keepdim=True) - residual_mean**2")
 ASSERTS_A_VARIANCE = STEPS_BY_NAME.replace(
     "        residual_std", "        assert (residual_var > 0).all()\n        residual_std"
@@ -230,10 +230,13 @@ def test_a_block_that_differs_on_the_right_input_is_not_located_by_the_whole_mod
     )
 
 
-def test_right_eps_failing_on_small_variances_is_not_told_to_move_eps(grade, tmp_path):
-    _, result = layernorm(grade, tmp_path, VARIANCE_BY_MOMENTS)
-    assert result.status == "fail" and "on small_variance" in result.message, result.message
-    assert ADD_EPS not in result.message and result.hint is None, (result.message, result.hint)
+def test_a_variance_by_moments_is_named_and_not_told_to_move_eps(grade, tmp_path):
+    """E[x^2] - E[x]^2 with eps in the right place: the case of a large mean names it, at the variance's line."""
+    package, result = layernorm(grade, tmp_path, VARIANCE_BY_MOMENTS)
+    assert result.status == "fail" and "on large_mean" in result.message, result.message
+    assert "E[x^2] - E[x]^2 loses its digits" in result.message and ADD_EPS not in result.message, result.message
+    lines = (package / "normalization.py").read_text().splitlines()
+    assert result.line == next(i for i, line in enumerate(lines, 1) if "(residual**2).mean" in line), result.line
 
 
 def test_right_eps_with_an_assert_that_fails_is_not_told_to_move_eps(grade, tmp_path):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from grader.shared import wire
 from grader.shared.compare import MASKED_AT_MOST
 from grader.shared.types import Tolerance
 
@@ -297,3 +298,19 @@ def expected_shape(name: str, shapes: dict[str, list[int]]) -> list[int] | None:
     if name in shapes:
         return shapes[name]
     return next((shapes[label] for label, names in ALIASES.items() if name in names and label in shapes), None)
+
+
+def weights_message(facts: wire.WeightFacts, reference: str = "GPT-2") -> str:
+    """Of weights that do not load: each parameter GPT-2 has not, or has at another shape."""
+    owner = "GPT-2's" if reference == "GPT-2" else f"{reference}'s"
+    parts = []
+    for name in facts.missing:
+        suggestion = facts.suggestions.get(name)
+        parts.append(
+            f"parameter {name} is not in {owner} weights"
+            + (f" ({reference} calls it {suggestion[0]})" if suggestion else "")
+            + " and would keep its random initial value"
+        )
+    for name, (own, theirs) in facts.misshapen.items():
+        parts.append(f"parameter {name} has shape {tuple(own)}, {owner} has {tuple(theirs)}")
+    return "; ".join(parts)

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 TORCH_VERSION = "2.13.0"  # the Makefile's TORCH_VERSION; a test holds the two equal
+OLDEST_PYTHON = (3, 10)  # pyproject's requires-python; a test holds the two equal
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PYPI = "https://pypi.org/simple"  # torch's own dependencies are on PyPI, not on PyTorch's index
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +121,10 @@ def make_venv(venv: Path, dry: bool) -> tuple[str, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if sys.version_info < OLDEST_PYTHON:  # torch and the grader would fail later, less clearly
+        oldest, this = ".".join(map(str, OLDEST_PYTHON)), ".".join(map(str, sys.version_info[:2]))
+        print(f"setup: the grader needs Python {oldest} or later, and this is Python {this}", file=sys.stderr)
+        return 2
     python, steps = (sys.executable, []) if args.venv is None else make_venv(args.venv, args.dry_run)
     if args.dry_run:
         return dry_run(python, args, steps)

@@ -12,7 +12,15 @@ from dataclasses import asdict, dataclass, field, replace
 
 from grader.checks import Check
 from grader.host.course import page_path
-from grader.host.diagnose import Candidate, equal_step, expected_shape, first_divergence, matching_mistake, named_step
+from grader.host.diagnose import (
+    Candidate,
+    equal_step,
+    expected_shape,
+    first_divergence,
+    matching_mistake,
+    named_step,
+    weights_message,
+)
 from grader.host.figures import all_figures, difference
 from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, CheckStatus, reference_name
@@ -140,7 +148,7 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
         max_abs_diff=compared.max_abs_diff,
         expected_shape=compared.expected_shape,
         actual_shape=compared.actual_shape,
-        notes=[*ruling.notes, *stand_in_note(outcome.reply)],
+        notes=[*ruling.notes, *run_notes(outcome)],
         file=file,
         line=line,
         seconds=round(outcome.seconds, 3),
@@ -197,10 +205,16 @@ def notes(evidence: Evidence) -> list[str]:
     return evidence.check.notes(facts | {"reference_param_counts": evidence.reference_param_counts})
 
 
-def stand_in_note(reply: wire.Reply) -> list[str]:
-    """A check that ran on the grader's Transformer, the learner's failing, says so whatever its verdict. Not
-    "GPT-2's": offline it holds the random reference's weights, and the training checks' is a tiny model."""
-    return [f"graded on the grader's own Transformer: yours {reply.stand_in}"] if reply.stand_in else []
+def run_notes(outcome: Outcome) -> list[str]:
+    """What the check's run says whatever its verdict: that its device computed wrongly, so it was graded on the
+    CPU; that it ran on the grader's Transformer, the learner's failing (not "GPT-2's": offline that holds the random
+    reference's weights, and the training checks' is a tiny model)."""
+    stand_in = outcome.reply.stand_in
+    return [
+        note
+        for note in (outcome.device_fault, stand_in and f"graded on the grader's own Transformer: yours {stand_in}")
+        if note
+    ]
 
 
 def compare_cases(evidence: Evidence) -> Compared:
@@ -375,21 +389,6 @@ def next_step(check: Check, result: CheckResult, expected_from: str, where: wire
 def unwritten(check: Check, where: wire.Place | None) -> str:
     """The function a todo is about: the one that raised NotImplementedError, else the check's target."""
     return (where.function if where else "") or check.target.label
-
-
-def weights_message(facts: wire.WeightFacts, reference: str = "GPT-2") -> str:
-    owner = "GPT-2's" if reference == "GPT-2" else f"{reference}'s"
-    parts = []
-    for name in facts.missing:
-        suggestion = facts.suggestions.get(name)
-        parts.append(
-            f"parameter {name} is not in {owner} weights"
-            + (f" ({reference} calls it {suggestion[0]})" if suggestion else "")
-            + " and would keep its random initial value"
-        )
-    for name, (own, theirs) in facts.misshapen.items():
-        parts.append(f"parameter {name} has shape {tuple(own)}, {owner} has {tuple(theirs)}")
-    return "; ".join(parts)
 
 
 def at(where: wire.Place | None, code: bool = True) -> str:

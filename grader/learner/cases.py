@@ -8,6 +8,7 @@ import importlib
 from dataclasses import is_dataclass, replace
 from pathlib import Path
 
+from grader.learner import device_truth
 from grader.learner.device import DeviceUnavailable, device_mixup, resolve_device
 from grader.learner.drivers.replay import replaying
 from grader.learner.guards import Forbidden
@@ -37,6 +38,7 @@ class CaseContext:
         self.case = CaseSpec("", 0, None, [])
         self.captured: list = []  # the recorded tensors of this case, when they are kept
         self._built: dict = {}
+        self._stand_ins: dict = {}
 
     def update_reply(self, **fields) -> None:
         """The reply with these fields set; a field the wire format does not have is a TypeError here."""
@@ -59,23 +61,36 @@ class CaseContext:
     def module(self, cls):
         """`cls(Config())` of the learner's package, loaded with this case's reference weights; at the case's
         own config, with its own weights, where it names another model (`CaseSpec.config`)."""
-        prefix = self.case.weights or ""
-        memo = (cls, prefix, tuple(self.case.overrides), tuple(sorted(self.case.config.items())))
+        memo = (cls, self.case.weights, tuple(self.case.overrides), tuple(sorted(self.case.config.items())))
         if memo not in self._built:
             self._built = {}  # one at a time: the whole model is large
-            with SkipRandomFills() if self.target.fast_init else contextlib.nullcontext():
-                module = cls(self.config())
-            overrides = set(self.case.overrides)
-            # Another model's parameters are all the case's own; GPT-2's are the weights file's under the prefix.
-            keys = {} if self.case.config else self._weights_under(prefix)
-            sources = self.weights.sources({name: key for name, key in keys.items() if name not in overrides})
-            sources |= {name: self._override(name) for name in overrides if self.case.config or name in keys}
+            module, facts = self._loaded(cls)
             self.update_reply(
-                weights=load_weights(module, sources),
+                weights=facts,
                 param_counts=counts_by_part((name, p.numel()) for name, p in module.named_parameters()),
             )
-            self._built[memo] = module.to(self.device)  # loaded on the CPU, where the weights are read
+            self._built[memo] = module
         return self._built[memo]
+
+    def stand_in(self, cls):
+        """The grader's own module `cls`, loaded as `module` loads the learner's (`device_truth`); one at a time."""
+        memo = (cls, self.case.weights, tuple(self.case.overrides), tuple(sorted(self.case.config.items())))
+        if memo not in self._stand_ins:
+            self._stand_ins = {memo: self._loaded(cls)[0]}
+        return self._stand_ins[memo]
+
+    def _loaded(self, cls):
+        """`cls(Config())` on the device, loaded with the case's weights, and what loading them found."""
+        prefix = self.case.weights or ""
+        with SkipRandomFills() if self.target.fast_init else contextlib.nullcontext():
+            module = cls(self.config())
+        overrides = set(self.case.overrides)
+        # Another model's parameters are all the case's own; GPT-2's are the weights file's under the prefix.
+        keys = {} if self.case.config else self._weights_under(prefix)
+        sources = self.weights.sources({name: key for name, key in keys.items() if name not in overrides})
+        sources |= {name: self._override(name) for name in overrides if self.case.config or name in keys}
+        facts = load_weights(module, sources)
+        return module.to(self.device), facts  # loaded on the CPU, where the weights are read
 
     def _weights_under(self, prefix: str) -> dict[str, str]:
         """The weights file's keys under `prefix`, by the name of the parameter each is (the prefix left out)."""
@@ -143,13 +158,16 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> R
 
     torch.set_num_threads(CHECK_THREADS)
     try:
-        device = resolve_device(request.device)
+        device = torch.device("cpu") if device_truth.simulated(request.device) else resolve_device(request.device)
     except DeviceUnavailable as error:
         return Reply("error", error=str(error))
     ctx = CaseContext(package, request.target, weights, inputs, device)
+    if device_truth.probes(device, request.device):
+        ctx.update_reply(device=device_truth.device_name(device, request.device))
     outputs: dict = {}
     try:
-        run_cases(ctx, request, outputs)
+        with device_truth.arithmetic(request.device):
+            run_cases(ctx, request, outputs)
     except WeightsMismatch as mismatch:
         ctx.update_reply(status="weights", weights=mismatch.facts)
     except BaseException as error:  # learner code may raise SystemExit or KeyboardInterrupt too
@@ -178,6 +196,10 @@ def run_cases(ctx: CaseContext, request: Request, outputs: dict) -> None:
             ctx.update_reply(bad_output=wire.BadOutput(case.name, problem))
             return
         outputs[wire.OUTPUT.format(case=case.name)] = result.detach().cpu().clone().contiguous()
+        if device_truth.probes(ctx.device, request.device):
+            probe = device_truth.stand_in_output(ctx, ctx.args)  # fresh inputs: the learner's may have changed
+            if probe is not None:
+                outputs[wire.DEVICE_PROBE.format(case=case.name)] = probe
         for i, value in enumerate(ctx.captured):
             outputs[wire.CAPTURE.format(case=case.name, i=i)] = readable(value)
         if request.watch_inputs:

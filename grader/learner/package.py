@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import linecache
 import sys
 import traceback
+import types
 from pathlib import Path
 
 from grader.shared.wire import Place
@@ -122,8 +124,17 @@ def code_place(code, line: int) -> Place:
         Path(code.co_filename).name,
         line,
         linecache.getline(code.co_filename, line).strip(),
-        code.co_qualname.split(".<locals>")[0],
+        qualified_name(code).split(".<locals>")[0],
     )
+
+
+def qualified_name(code) -> str:
+    """The qualified name of the function whose code this is. Python 3.10's code objects do not carry it: there
+    it is the function object's that holds this code, where one is still alive, else the bare name."""
+    if hasattr(code, "co_qualname"):
+        return code.co_qualname
+    functions = (f for f in gc.get_referrers(code) if isinstance(f, types.FunctionType) and f.__code__ is code)
+    return next((f.__qualname__ for f in functions), code.co_name)
 
 
 def describe(value) -> str:

@@ -24,9 +24,10 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, BinaryIO, Literal, TypeVar, dataclass_transform
+from typing import Annotated, BinaryIO, Literal, TypeVar
 
 from pydantic import AfterValidator, ConfigDict, NonNegativeInt, TypeAdapter, ValidationError
+from typing_extensions import dataclass_transform  # typing's from Python 3.11
 
 # What a check's process says about its run, in its reply; how the process ended is the fork server's
 # `Ending`. Neither is a check's status (pass, fail, ...): the grader's verdict decides that from both.
@@ -88,6 +89,7 @@ OVERRIDE = "{case}/override/{parameter}"  # a parameter the case replaces GPT-2'
 EXTRA = "{case}/{name}"  # a named input of a driver (Case.extra)
 OUTPUT = "{case}/out"  # what the target returned (the outputs file)
 CAPTURE = "{case}/capture/{i}"  # the i-th intermediate recorded for diagnosis (the outputs file)
+DEVICE_PROBE = "{case}/device_probe"  # the grader's own module's output on the check's device (learner.device_truth)
 ARG_AFTER = "{case}/arg{i}_after"  # the i-th argument after the call, when the check watches its inputs
 # The expected file holds every check's answers, each under the check's id:
 EXPECTED = "{check}/{case}"  # a case's answer, or (case=STEP.format(...)) one of its steps or mistakes
@@ -231,6 +233,7 @@ class Reply:
     captures: dict[Text, list[Record]] = field(default_factory=dict)
     parameters: list[ParameterShape] = field(default_factory=list)
     stand_in: StandIn | None = None  # why the check ran on the grader's Transformer, not the learner's
+    device: Text = ""  # the device the check ran on, named, where it is not the CPU (learner.device_truth)
 
     def to_json(self) -> str:
         return to_json(REPLY, self)

@@ -61,6 +61,13 @@ def layernorm_cases(ref: Reference) -> list[Case]:
         for name in TOKEN_SETS
         for path, hook in sites
     ]
+    # A mean far from 0 beside a spread of 1: a variance computed as E[x^2] - E[x]^2 cancels its digits away here.
+    offset = 100.0 + torch.randn(2, 5, ref.d_model, generator=ref.generator)
+    hint = (
+        "it fails only where the mean is large beside the spread: a variance computed as E[x^2] - E[x]^2 loses its "
+        "digits there; take the mean of (x - mean)^2 (x.var(unbiased=False))"
+    )
+    cases.append(_layernorm_case(ref, "large_mean", f"blocks.{first}.ln1", offset, hint))
     # Variance comparable to eps: where eps sits (inside or outside the square root) now shows.
     quiet = 3e-3 * torch.randn(2, 5, ref.d_model, generator=ref.generator) + torch.randn(
         2, 5, 1, generator=ref.generator

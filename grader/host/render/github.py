@@ -51,7 +51,7 @@ def annotations(report: Report, workspace: Path) -> list[str]:
     errors = [
         command(
             "error",
-            "\n".join(check.diagnosis()),  # escaped onto one line; GitHub shows the lines again
+            "\n".join([*check.diagnosis(), *check.notes]),  # escaped onto one line; GitHub shows the lines again
             file=learner_file(report, check, workspace),
             line=check.line,
             title=f"{check.id}: {check.status}, {check.score}/{check.max_score} points",

@@ -12,6 +12,7 @@ from pathlib import Path
 from grader.checks import Check
 from grader.host.launch import LEARNER_COMMAND, Twin, usable_cores
 from grader.host.refcache import ReferenceData
+from grader.host.runner.device_truth import on_the_cpu_if_misled
 from grader.host.runner.replies import Outcome, outcome_of
 from grader.host.runner.request import Limits, request_for
 from grader.host.runner.rounds import SECOND_ROUND, summed, undecided
@@ -81,11 +82,15 @@ class Lane:
     def _run_one(self, package: Path, check: Check, reference: ReferenceData) -> Outcome:
         request = request_for(package, check, reference, self._scratch(), self.limits)
         outcome = self._asked(request)
+        request, outcome = on_the_cpu_if_misled(check, request, outcome, reference, self._asked_anew)
         again = undecided(check, outcome, request.cases, reference)
         if not again:
             return outcome
-        second = replace(request, round=SECOND_ROUND, cases=again, scratch=str(self._scratch()))
-        return summed(outcome, self._asked(second), again)
+        second = summed(outcome, self._asked_anew(replace(request, round=SECOND_ROUND, cases=again)), again)
+        return replace(second, device_fault=outcome.device_fault)
+
+    def _asked_anew(self, request: wire.Request) -> Outcome:
+        return self._asked(replace(request, scratch=str(self._scratch())))
 
     def _scratch(self) -> Path:
         """A new directory for one request: the only one its check may write."""

@@ -24,6 +24,7 @@ class Outcome:
     traced: bool = False  # --trace: the reply records every tensor the learner's code named
     error: str = ""  # why, for an ending other than `answered` and an unreadable answer
     printed: list[str] = field(default_factory=list)  # what the check's process printed, cleaned lines
+    device_fault: str = ""  # why it was graded on the CPU, not on the device asked for (runner.device_truth)
 
     @property
     def message(self) -> str:
