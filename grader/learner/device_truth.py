@@ -7,11 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-
-from grader.learner.drivers import stand_in_transformer
-
 # Tests and maintainers: with this set, `--device cuda` or `mps` runs on the CPU with every floating-point result
 # off by FAULT (relative), so that the device, not the learner's code, is what computes wrongly.
 SIMULATED_FAULT = "GPT2_GRADER_SIMULATED_FAULTY_DEVICE"
@@ -22,25 +17,28 @@ def simulated(requested: str) -> bool:
     return requested != "cpu" and bool(os.environ.get(SIMULATED_FAULT))
 
 
-class FaultyArithmetic(TorchDispatchMode):
-    """Every floating-point tensor an operation returns, off by FAULT."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        if isinstance(result, torch.Tensor) and result.is_floating_point():
-            return result * (1 + FAULT)
-        return result
-
-
 def arithmetic(requested: str):
-    """The context the check's cases run in: the simulated fault where asked for, else nothing."""
-    return FaultyArithmetic() if simulated(requested) else contextlib.nullcontext()
+    """The context the check's cases run in: the simulated fault where asked for (every floating-point tensor an
+    operation returns, off by FAULT), else nothing."""
+    if not simulated(requested):
+        return contextlib.nullcontext()
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class FaultyArithmetic(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            return result * (1 + FAULT) if isinstance(result, torch.Tensor) and result.is_floating_point() else result
+
+    return FaultyArithmetic()
 
 
 def device_name(device, requested: str) -> str:
     """The device as a report names it: its kind, its model where torch says it, and torch's version."""
     if simulated(requested):
         return f"a simulated faulty {requested} (the CPU, every floating-point result off by {FAULT:g})"
+    import torch
+
     model = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
     return f"{device}{f' ({model})' if model else ''} with torch {torch.__version__}"
 
@@ -50,13 +48,22 @@ def probes(device, requested: str) -> bool:
     return device.type != "cpu" or simulated(requested)
 
 
-# The grader's own function for a check of a function, where it has one.
-FUNCTIONS = {"gelu_new": lambda x: torch.nn.functional.gelu(x, approximate="tanh")}
+def gelu_new(x):
+    from torch.nn import functional as F
+
+    return F.gelu(x, approximate="tanh")
 
 
-def stand_in_output(ctx, args: list) -> torch.Tensor | None:
+FUNCTIONS = {"gelu_new": gelu_new}  # the grader's own function for a check of a function, where it has one
+
+
+def stand_in_output(ctx, args: list):
     """The grader's own module of the target's name (`stand_in_transformer`, torch's functions) loaded as the
     learner's is, or its own function, called the same way; None where it has neither."""
+    import torch
+
+    from grader.learner.drivers import stand_in_transformer
+
     target = ctx.target
     module = getattr(stand_in_transformer, target.name, None)
     if target.driver or not (target.method == "forward" and isinstance(module, type) or target.name in FUNCTIONS):

@@ -24,6 +24,7 @@ from typing import TextIO
 from grader.learner.cases import failure_reply, run_request
 from grader.learner.guards import install_guards
 from grader.learner.package import LearnerPackage
+from grader.learner.polled_memory import anonymous_memory, check_processes_apart_from, tree_memory
 from grader.learner.weights import WeightsFile
 from grader.shared import sandbox, twin, wire
 from grader.shared.cgroup import CheckGroup
@@ -270,37 +271,13 @@ def memory_answer(request: Request) -> wire.WorkerAnswer:
 
 def memory_watch(pid: int, memory_bytes: int, group: CheckGroup | None) -> Callable[[], bool]:
     """Whether the check's processes have gone over their memory: the kernel's word where the check
-    has a group of its own, else their resident memory, polled."""
+    has a group of its own, else their memory, polled (`polled_memory`)."""
     if not memory_bytes:
         return lambda: False
     if group is not None:
         return group.ran_out_of_memory
-    baseline = anonymous_memory(os.getpid())
-    return lambda: tree_memory(pid, baseline) > baseline + memory_bytes
-
-
-def anonymous_memory(pid: int) -> int:
-    import psutil
-
-    info = psutil.Process(pid).memory_info()
-    return info.rss - info.shared
-
-
-def tree_memory(pid: int, baseline: int) -> int:
-    """The memory of a check's process and its descendants: pages a fork shares with the fork server
-    (about `baseline` in each) are counted once."""
-    import psutil
-
-    try:
-        tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    total = baseline
-    for process in tree:
-        with contextlib.suppress(psutil.Error):
-            info = process.memory_info()
-            total += max(0, info.rss - info.shared - baseline)
-    return total
+    baseline, others = anonymous_memory(os.getpid()), check_processes_apart_from(pid)
+    return lambda: tree_memory(others, baseline) > baseline + memory_bytes
 
 
 def exit_reason(status: int) -> str:

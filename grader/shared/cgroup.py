@@ -48,7 +48,7 @@ def accounting() -> str:
     """How a forked check's memory is counted here, for the report's sandbox line."""
     found = hierarchies()
     if found is None:
-        return "memory: polled resident memory"
+        return "memory: polled (private and shared pages, memfds, each socket at its largest buffer)"
     return f"memory: cgroup v{found.version}, counted by the kernel"
 
 
