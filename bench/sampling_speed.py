@@ -23,7 +23,8 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader.builder.reference import PROMPT, offline_tokenizer, random_hub_snapshot  # noqa: E402
+from grader.builder.interface import PROMPT  # noqa: E402
+from grader.builder.reference import offline_tokenizer, random_hub_snapshot  # noqa: E402
 from grader.host.refcache import ensure_reference  # noqa: E402
 from grader.shared.paths import cache_root  # noqa: E402
 from solutions.config import Config  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.shared import sandbox
+from grader.shared import allow_list, sandbox
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +27,7 @@ def site(tmp_path: Path) -> Path:
 
 
 def readable(site: Path, forbidden: set[Path]) -> list[Path]:
-    return sandbox._without(site, forbidden, {parent for path in forbidden for parent in path.parents})
+    return allow_list._without(site, forbidden, {parent for path in forbidden for parent in path.parents})
 
 
 def test_the_forbidden_directory_and_a_link_to_it_are_left_out_and_the_rest_kept(site):

@@ -231,7 +231,8 @@ def with_cell(notebook, source: str, after: str = "setup"):
 def test_the_recorded_package_holds_the_exercise_cells_and_nothing_else(tmp_path):
     """The package graded for the record is what the notebooks' `%%exercise` cells of graded files write:
     a learner's other cells, a rewritten given file and a cell naming a file outside the package stay out."""
-    from grader.host.notebooks import source_notebooks, write_package
+    from grader.host.notebook_grades import write_package
+    from grader.host.notebook_sources import source_notebooks
 
     notebooks, _ = source_notebooks(SOLUTIONS)
     first = next(iter(notebooks))
@@ -263,7 +264,8 @@ def test_recording_a_learner_new_to_the_gradebook_warns_of_nothing(tmp_path, mon
     from nbgrader.api import Gradebook
 
     from grader.host.batch import Submission
-    from grader.host.notebooks import grade_cell_id, notebook_name, write_gradebook
+    from grader.host.notebook_grades import write_gradebook
+    from grader.host.notebook_sources import grade_cell_id, notebook_name
 
     monkeypatch.setenv("PATH", f"{SCRIPTS}{os.pathsep}{os.environ.get('PATH', '')}")  # nbgrader makes it with alembic
     database, checks = f"sqlite:///{tmp_path / 'gradebook.db'}", registry()
@@ -293,7 +295,8 @@ def test_recording_a_learner_new_to_the_gradebook_warns_of_nothing(tmp_path, mon
 def test_the_recorded_grades_are_also_one_json_result_per_learner_as_batch_writes_them(reference, tmp_path):
     """Beside the CSV, FILE-results/LEARNER.json, as batch writes them, so that a class view reads the notebooks'
     grades as it reads batch's: a learner whose notebooks are graded, and one whose notebook cannot be read."""
-    from grader.host.notebooks import main, source_notebooks
+    from grader.host.notebook_sources import source_notebooks
+    from grader.host.notebooks import main
 
     submitted = tmp_path / "submitted"
     notebooks, _ = source_notebooks(SOLUTIONS)
@@ -452,7 +455,7 @@ def run_config(text: str, monkeypatch) -> tuple[float, str | None]:
 
 def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_reference_build(tmp_path, monkeypatch):
     from grader.checks import registry
-    from grader.host.notebooks import course_root, write_config
+    from grader.host.notebook_sources import course_root, write_config
     from grader.host.runner import DEFAULT_TIMEOUT
 
     (tmp_path / "course" / "source" / "gpt2").mkdir(parents=True)
@@ -467,7 +470,8 @@ def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_refe
 
 def test_an_instructor_s_own_config_is_told_the_settings_it_needs(tmp_path, monkeypatch):
     """What the command prints for a config it keeps: run as a config, those lines do what the generated one does."""
-    from grader.host.notebooks import cell_time_limit, main
+    from grader.host.notebook_sources import cell_time_limit
+    from grader.host.notebooks import main
 
     (tmp_path / "course" / "nbgrader_config.py").parent.mkdir()
     (tmp_path / "course" / "nbgrader_config.py").write_text("c = get_config()  # the instructor's own\n")
@@ -488,7 +492,7 @@ def test_an_instructor_s_own_config_is_told_the_settings_it_needs(tmp_path, monk
     ],
 )
 def test_the_default_source_is_the_checkout_s_origin(origin, source, tmp_path):
-    from grader.host.notebooks import repository_source
+    from grader.host.notebook_sources import repository_source
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     if origin:

@@ -16,6 +16,7 @@ from test_sampling import function_node
 
 from grader.checks import beam
 from grader.checks import sampling as checks
+from grader.checks._sampling_compare import frequencies
 
 CHECKS = ("sampling.greedy", "sampling.generate", "sampling.top_k", "sampling.top_p", "beam")
 TOP_K = "top_logits, top_ids = logits.topk(k)\n        return int(top_ids[Categorical(logits=top_logits).sample()])"
@@ -241,7 +242,7 @@ def test_sampling_reading_of_impossible_tokens_follows_the_counts():
     right = np.array([0.0, 0.6, 0.0, 0.4, 0.0, 0.0])
 
     def said(counts: list[float]) -> str:
-        return checks.frequencies(np.array(counts), right, None, kept="the top k").message
+        return frequencies(np.array(counts), right, None, kept="the top k").message
 
     assert said([600, 1400, 0, 2000, 0, 0]).endswith(
         "it came out beside every one of them: is one token too many kept?"

@@ -20,7 +20,8 @@ from blake3 import blake3
 from safetensors.numpy import save_file
 
 from grader.host import refcache
-from grader.host.refcache import NOT_CACHED, ReferenceUnavailable, Seal, ensure_reference, parts_read, read_entry
+from grader.host.refcache import NOT_CACHED, ReferenceUnavailable, ensure_reference, read_entry
+from grader.host.seal import VERIFIED_FILE, Seal, parts_read
 from grader.shared import sandbox
 
 pytestmark = pytest.mark.unit
@@ -286,7 +287,7 @@ def forge_record(entry: Path) -> None:
     stat = (entry / "weights.safetensors").stat()
     now = [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
     parts = [part for part in meta_of(entry)["digests"] if part.startswith("weights.safetensors")]
-    (entry / refcache.VERIFIED_FILE).write_text(json.dumps(dict.fromkeys(parts, now)))
+    (entry / VERIFIED_FILE).write_text(json.dumps(dict.fromkeys(parts, now)))
 
 
 def test_an_earlier_runs_record_is_believed_only_where_checks_run_unconfined(entry, monkeypatch):
@@ -303,7 +304,7 @@ def test_a_verified_part_is_recorded_with_the_stat_of_its_file(entry, unconfined
     data = read_entry(entry, "random")
     assert Seal(data, ["embed"]).broken() is None
     stat = (entry / "inputs" / "embed.safetensors").stat()
-    record = json.loads((entry / refcache.VERIFIED_FILE).read_text())
+    record = json.loads((entry / VERIFIED_FILE).read_text())
     assert record["inputs/embed.safetensors"] == [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
     assert sorted(record) == sorted(parts_read(data, ["embed"]))
 

@@ -12,7 +12,8 @@ PROMPT_IDS = [50256, 464, 3797, 3332, 319, 262, 2603]
 
 
 def test_offline_tokenizer_matches_gpt2():
-    from grader.builder.reference import PROMPT, offline_tokenizer
+    from grader.builder.interface import PROMPT
+    from grader.builder.reference import offline_tokenizer
 
     tokenizer = offline_tokenizer()
     assert len(tokenizer) == 50257

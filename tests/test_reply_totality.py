@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from grader.checks import beam, registry, sampling
+from grader.checks import _sampling_compare as sampling_compare
+from grader.checks import beam, registry
 from grader.host.runner import MAX_OUTPUTS_BYTES, Outcome, read_outputs, rounds
 from grader.host.runner.replies import outcome_of
 from grader.shared import wire
@@ -242,17 +243,17 @@ PROBABILITIES = np.array([0.5, 0.25, 0.25, 0.0])
     ids=["NaN", "all zero", "twice both rounds", "fractions", "negative", "inf"],
 )
 def test_counts_must_be_the_counts_of_the_draws(counts, reason):
-    comparison = sampling.frequencies(counts, PROBABILITIES, Tolerance())
+    comparison = sampling_compare.frequencies(counts, PROBABILITIES, Tolerance())
     assert not comparison.ok and reason in comparison.message, comparison.message
 
 
 @pytest.mark.parametrize(
     ("counts", "again"),
     [
-        (PROBABILITIES * sampling.DRAWS, False),  # settled: exactly the distribution
-        (np.array([0.6, 0.2, 0.2, 0.0]) * sampling.DRAWS, True),  # 0.1 off: a second round
-        (np.array([0.5, 0.25, 0.2, 0.05]) * sampling.DRAWS, False),  # a token of probability 0: it fails now
-        (PROBABILITIES * 2 * sampling.DRAWS, False),  # not one round's counts: judged as they are
+        (PROBABILITIES * sampling_compare.DRAWS, False),  # settled: exactly the distribution
+        (np.array([0.6, 0.2, 0.2, 0.0]) * sampling_compare.DRAWS, True),  # 0.1 off: a second round
+        (np.array([0.5, 0.25, 0.2, 0.05]) * sampling_compare.DRAWS, False),  # a token of probability 0: it fails now
+        (PROBABILITIES * 2 * sampling_compare.DRAWS, False),  # not one round's counts: judged as they are
         (np.full(4, np.nan), False),
         (np.array([1000, 500, 500, 0], np.int64), False),
         (np.array([True, False, False, False]), False),
@@ -263,16 +264,16 @@ def test_counts_must_be_the_counts_of_the_draws(counts, reason):
     ids=["settled", "undecided", "impossible token", "two rounds", "NaN", "int64", "bool", "complex", "0-d", "huge"],
 )
 def test_only_valid_undecided_counts_are_drawn_again(counts, again):
-    assert sampling.draws_again(counts, PROBABILITIES) is again
+    assert sampling_compare.draws_again(counts, PROBABILITIES) is again
 
 
 def test_without_that_check_nan_or_zero_counts_pass(monkeypatch):
     """The control: NaN or zero counts deviate from no probability by more than eps."""
-    assert sampling.frequencies(PROBABILITIES * sampling.DRAWS, PROBABILITIES, Tolerance()).ok
-    monkeypatch.setattr(sampling, "counts_problem", lambda counts: None)
+    assert sampling_compare.frequencies(PROBABILITIES * sampling_compare.DRAWS, PROBABILITIES, Tolerance()).ok
+    monkeypatch.setattr(sampling_compare, "counts_problem", lambda counts: None)
     with np.errstate(invalid="ignore", divide="ignore"):
-        assert sampling.frequencies(np.full(4, np.nan), PROBABILITIES, Tolerance()).ok
-        assert sampling.frequencies(np.zeros(4), PROBABILITIES, Tolerance()).ok
+        assert sampling_compare.frequencies(np.full(4, np.nan), PROBABILITIES, Tolerance()).ok
+        assert sampling_compare.frequencies(np.zeros(4), PROBABILITIES, Tolerance()).ok
 
 
 @pytest.mark.parametrize(
@@ -285,7 +286,7 @@ def test_without_that_check_nan_or_zero_counts_pass(monkeypatch):
     ids=["not UTF-8", "not bytes", "very long"],
 )
 def test_any_text_is_compared_and_quoted_in_one_line(text, shown):
-    comparison = sampling.same_text(text, np.frombuffer(b"the cat\0\0", np.uint8), Tolerance())
+    comparison = sampling_compare.same_text(text, np.frombuffer(b"the cat\0\0", np.uint8), Tolerance())
     assert not comparison.ok and comparison.message == shown
 
 

@@ -18,6 +18,8 @@ import torch
 from conftest import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
 
 from grader.checks import _beam_search, beam, registry
+from grader.checks import _sampling_compare as compare
+from grader.checks import _sampling_oracle as oracle
 from grader.checks import sampling as checks
 from grader.host.diagnose import matching_mistake
 from grader.shared import wire
@@ -477,10 +479,10 @@ def test_correct_code_in_another_style_passes(alternative, grade, tmp_path):
 
 
 def test_the_distribution_bound_is_what_the_docstring_says(reference):
-    eps = checks.frequency_bound(5, checks.DRAWS)
-    assert math.isclose(2 * 5 * math.exp(-2 * checks.DRAWS * eps**2), checks.FALSE_FAILURE_PER_CASE)
+    eps = compare.frequency_bound(5, compare.DRAWS)
+    assert math.isclose(2 * 5 * math.exp(-2 * compare.DRAWS * eps**2), compare.FALSE_FAILURE_PER_CASE)
     cases = sum(len(reference.cases(check_id)) for check_id in DISTRIBUTION_CHECKS)
-    assert cases == 6 and cases * checks.FALSE_FAILURE_PER_CASE < 1e-7
+    assert cases == 6 and cases * compare.FALSE_FAILURE_PER_CASE < 1e-7
 
 
 def test_each_known_wrong_distribution_is_far_from_the_right_one(reference):
@@ -490,7 +492,7 @@ def test_each_known_wrong_distribution_is_far_from_the_right_one(reference):
         expected = reference.expected(check_id)
         for case in reference.cases(check_id):
             right = np.asarray(expected[case.name])
-            eps = checks.frequency_bound(int((right > 0).sum()), checks.ROUNDS * checks.DRAWS)
+            eps = compare.frequency_bound(int((right > 0).sum()), compare.ROUNDS * compare.DRAWS)
             assert math.isclose(right.sum(), 1.0) and right.min() >= 0
             for i, hint in enumerate(case.mistakes):
                 row = np.asarray(expected[wire.MISTAKE.format(case=case.name, i=i)])
@@ -500,23 +502,23 @@ def test_each_known_wrong_distribution_is_far_from_the_right_one(reference):
 def test_frequency_comparison_passes_exact_counts_and_names_a_known_mistake():
     right, wrong = np.array([0.5, 0.5, 0.0]), np.array([1.0, 0.0, 0.0])
     mistakes = [("only the first token", wrong)]
-    assert checks.frequencies(np.array([2000.0, 2000.0, 0.0]), right, None).ok
+    assert compare.frequencies(np.array([2000.0, 2000.0, 0.0]), right, None).ok
     only_first = np.array([4000.0, 0.0, 0.0])
-    failed = checks.frequencies(only_first, right, None)
+    failed = compare.frequencies(only_first, right, None)
     assert not failed.ok and failed.message.startswith("token 0 was drawn 100.0%")
-    assert matching_mistake(only_first, mistakes, None, checks.frequencies) == "only the first token"
+    assert matching_mistake(only_first, mistakes, None, compare.frequencies) == "only the first token"
     impossible = np.array([1999.0, 2000.0, 1.0])
-    failed = checks.frequencies(impossible, right, None)
+    failed = compare.frequencies(impossible, right, None)
     assert not failed.ok and "token 2 was drawn 1 times, but its probability is 0" in failed.message
-    assert matching_mistake(impossible, mistakes, None, checks.frequencies) is None
+    assert matching_mistake(impossible, mistakes, None, compare.frequencies) is None
 
 
 def test_top_p_sets_from_first_principles():
     probabilities = torch.tensor([0.04, 0.35, 0.10, 0.25, 0.20, 0.06], dtype=torch.float64)
-    assert checks.nucleus(probabilities, 0.7, 1) == [1, 3, 4]
-    assert checks.nucleus(probabilities, 0.7, 1, keep_crossing=False) == [1, 3]
-    assert checks.nucleus(probabilities, 0.2, 3) == [1, 3, 4]
-    assert checks.nucleus(probabilities, 0.2, 3, apply_minimum=False) == [1]
+    assert oracle.nucleus(probabilities, 0.7, 1) == [1, 3, 4]
+    assert oracle.nucleus(probabilities, 0.7, 1, keep_crossing=False) == [1, 3]
+    assert oracle.nucleus(probabilities, 0.2, 3) == [1, 3, 4]
+    assert oracle.nucleus(probabilities, 0.2, 3, apply_minimum=False) == [1]
 
 
 def test_the_generation_table_spells_its_sentence(reference):
@@ -539,7 +541,7 @@ def test_the_generation_table_spells_its_sentence(reference):
 
 def test_beam_search_beats_greedy_on_the_notes_example():
     table, eos = beam.notes_table(), len(beam.BEAM_ALPHABET)
-    greedy = checks.greedy_walk(table, [0], 2, eos)
+    greedy = oracle.greedy_walk(table, [0], 2, eos)
     greedy_logprob = sum(_beam_search.log_softmax_row(table, tuple(greedy[:i]))[greedy[i]] for i in (1, 2))
     (best_logprob, best_tokens), _ = _beam_search.expected_beam_search(table, (0,), 2, 2, 2, 0, eos)
     assert greedy == [0, 1, 0] and math.isclose(math.exp(greedy_logprob), 0.18, rel_tol=1e-6)
@@ -550,7 +552,7 @@ def test_beam_search_beats_greedy_on_the_notes_example():
 def test_one_beam_is_the_greedy_walk(seed):
     table, eos = beam.beam_table(seed, eos_bias=0.5), len(beam.BEAM_ALPHABET)
     [(_, tokens)] = _beam_search.expected_beam_search(table, (0,), 1, 1, 5, 0, eos)
-    assert list(tokens) == checks.greedy_walk(table, [0], 5, eos)
+    assert list(tokens) == oracle.greedy_walk(table, [0], 5, eos)
 
 
 def test_beam_cases_have_no_near_ties():
@@ -575,7 +577,8 @@ def test_the_cases_show_each_beam_mistake(reference):
 
 
 def test_stand_in_tokenizer_matches_gpt2s():
-    from grader.builder.reference import PROMPT, offline_tokenizer
+    from grader.builder.interface import PROMPT
+    from grader.builder.reference import offline_tokenizer
     from grader.learner.drivers import text_tensor
     from grader.learner.drivers.stand_ins import Tokenizer
 

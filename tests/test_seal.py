@@ -19,7 +19,8 @@ import pytest
 from conftest import by_id, run_grade, write_variant
 
 from grader.checks import registry
-from grader.host.refcache import VERIFIED_FILE, parts_read, read_entry
+from grader.host.refcache import read_entry
+from grader.host.seal import VERIFIED_FILE, parts_read
 from grader.shared import sandbox, wire
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's (docs/isolation.md)")

@@ -100,10 +100,10 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
     """The cell as IPython runs it: %pip only when `grader` cannot be imported, as in a fresh Colab runtime."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from grader.host import notebooks
+    from grader.host import notebook_sources
 
     source = "git+https://example.org/course/gpt2-learner"
-    code = TransformerManager().transform_cell(notebooks.SETUP.format(source=source))
+    code = TransformerManager().transform_cell(notebook_sources.SETUP.format(source=source))
     for missing in (True, False):
         magics = []
         shell = type(

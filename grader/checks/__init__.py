@@ -22,7 +22,7 @@ from grader.shared.types import Tolerance  # here too, for the part modules, whi
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from grader.shared.compare import CaseComparison
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 BEAM_ALPHABET = "abc"
 BEAM_VOCABULARY = [*BEAM_ALPHABET, END_OF_TEXT]

@@ -5,8 +5,9 @@ previous-token head 0.1, induction heads 1.0-1.3), always, offline too; and GPT-
 heads look alike, so those cases are left out and each check's notes say so.
 
 The expected answers come from transformer_lens (run_with_cache's patterns and hook_z, run_with_hooks,
-`apply_ln_to_stack`, `all_composition_scores("K")`) through the reference, or from a plain formula written here.
-Every model's input is a batch of [BOS, A, A] tokens, A of SEQ_LEN random tokens (`repeated_batch`).
+`apply_ln_to_stack`, `all_composition_scores("K")`) through the reference, or from a plain formula written here (for
+the checks that take a head apart, in `_induction_circuits`). Every model's input is a batch of [BOS, A, A] tokens, A
+of SEQ_LEN random tokens (`repeated_batch`, in `_induction_models`).
 
 The cases, by name ("small." on the small model, "gpt2." on GPT-2), and what their expected tensors hold:
 - repeated_tokens: tiny_vocab, small_vocab, gpt2_vocab: a valid answer of the call's three answers stacked
@@ -36,46 +37,26 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance, driven, on_stand_ins
-from grader.learner.drivers import text_tensor
+from grader.checks._induction_circuits import (
+    ablate_head_cases,
+    ablation_cost_cases,
+    direct_logit_attribution_cases,
+    k_composition_cases,
+)
+from grader.checks._induction_models import SEQ_LEN, models, next_token_loss, repeated_batch, repeated_patterns
 from grader.shared.compare import CaseComparison, validate
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
-SEQ_LEN = 20  # the length of A in [BOS, A, A]: 41 positions, within the small model's context of 64
-BATCH = {"small": 8, "gpt2": 4}
 GPT2_INDUCTION_HEADS = ((5, 1), (5, 5), (6, 9), (7, 2), (7, 10))
-GPT2_PREVIOUS_TOKEN_HEAD = (4, 11)
 THRESHOLD = {"small": 0.5, "gpt2": 0.4}  # heads_above's: GPT-2's induction heads share their attention more
 FROM_THE_MODEL = "transformer_lens, on the model the case names (small: the induction model)"
 
 
-# --- the models and their inputs -------------------------------------------------------------------------------
-
-
-def models(ref: Reference) -> list[tuple[str, Reference]]:
-    """("small", the small induction model) always; ("gpt2", GPT-2) when the reference is GPT-2's own weights."""
-    return [("small", ref.induction_model())] + ([("gpt2", ref)] if ref.kind == "gpt2" else [])
-
-
-def repeated_batch(model: Reference, name: str) -> Tensor:
-    """The model's batch of [BOS, A, A], A random: drawn once per model, from its own generator (seeded with the
-    input seed), so every check sees the same tokens."""
-    import torch
-
-    if "repeated" not in model.tokens:
-        generator = torch.Generator().manual_seed(model.seed)
-        first = torch.randint(0, model.d_vocab, (BATCH[name], SEQ_LEN), generator=generator)
-        model.tokens["repeated"] = torch.cat([torch.full((BATCH[name], 1), model.bos), first.repeat(1, 2)], dim=1)
-    return model.tokens["repeated"]
-
-
-def repeated_patterns(model: Reference, name: str) -> Tensor:
-    """The model's attention patterns on its [BOS, A, A] batch, averaged over the batch: (layer, head, posn, posn)."""
-    repeated_batch(model, name)
-    return model.mean_patterns("repeated")
+# --- the patterns' stripes, and which model each case ran on ------------------------------------------------------
 
 
 def stripe(posn: int, below: int, queries: range) -> Tensor:
@@ -184,12 +165,6 @@ def per_token_loss_mistakes(logits: Tensor, tokens: Tensor) -> dict[str, Tensor]
     }
 
 
-def next_token_loss(logits: Tensor, tokens: Tensor) -> Tensor:
-    """-log softmax(logits[:, p])[tokens[:, p + 1]], written as logsumexp minus the next token's logit."""
-    predicting = logits[:, :-1]
-    return predicting.logsumexp(-1) - predicting.gather(-1, tokens[:, 1:, None])[..., 0]
-
-
 def per_token_loss_cases(ref: Reference) -> list[Case]:
     import torch
 
@@ -287,84 +262,6 @@ def heads_above_cases(ref: Reference) -> list[Case]:
     return cases
 
 
-# --- ablate_head --------------------------------------------------------------------------------------------------
-
-
-def ablated(z: Tensor, head: int, how: str, over: tuple[int, ...] = (0,), heads: slice | None = None) -> Tensor:
-    """z with `heads` (default: `head` alone) zeroed, or replaced by their mean `over` these axes of z."""
-    out = z.clone()
-    chosen = (slice(None), slice(None), heads if heads is not None else head)
-    out[chosen] = 0.0 if how == "zero" else z.mean(dim=over, keepdim=True)[chosen].expand_as(out[chosen])
-    return out
-
-
-ABLATED_Z = (("zero", 1, 2), ("mean", 1, 2), ("mean", 0, 1))  # (how, layer, head)
-
-
-def ablate_head_cases(ref: Reference) -> list[Case]:
-    import torch
-
-    small = ref.induction_model()
-    repeated = repeated_batch(small, "small")
-    names = tuple(f"blocks.{layer}.attn.hook_z" for layer in range(small.n_layers))
-    _, activation_cache = small.run_with_cache(repeated, names)
-    cases = []
-    for how, layer, head in ABLATED_Z:
-        z = activation_cache[names[layer]].detach().clone()
-        mistakes = {"every head is ablated: change z[:, :, head] only": ablated(z, head, how, heads=slice(None))}
-        if how == "mean":
-            mistakes |= {
-                "the mean is over the positions: take it over the batch, per position": ablated(z, head, how, (1,)),
-                "the mean is over d_head: take it over the batch, per position and component": ablated(
-                    z, head, how, (0, 3)
-                ),
-            }
-        args = [z, torch.tensor(head), text_tensor(how)]
-        cases.append(Case(f"small.blocks.{layer}.head{head}.{how}", args, ablated(z, head, how), mistakes=mistakes))
-    return cases
-
-
-# --- ablation_cost ------------------------------------------------------------------------------------------------
-
-
-def mean_loss_rise(clean: Tensor, ablated_logits: Tensor, tokens: Tensor, predictions: slice) -> Tensor:
-    """The mean over `predictions` (positions of next_token_loss) of the ablated loss minus the clean one."""
-    return (next_token_loss(ablated_logits, tokens) - next_token_loss(clean, tokens))[:, predictions].mean()
-
-
-def ablation_cost_cases(ref: Reference) -> list[Case]:
-    import torch
-
-    ablations = {
-        "small": [(how, 0, 1) for how in ("zero", "mean")]
-        + [(how, 1, head) for head in range(4) for how in ("zero", "mean")]
-    }
-    # GPT-2's logits are 8 MB a sequence: one sequence, zero ablation (a mean over one sequence changes nothing).
-    ablations["gpt2"] = [("zero", 5, 5), ("zero", *GPT2_PREVIOUS_TOKEN_HEAD)]
-    cases = []
-    for name, model in models(ref):
-        tokens = repeated_batch(model, name)[: 1 if name == "gpt2" else None]
-        clean = model.logits(tokens)
-        for how, layer, head in ablations[name]:
-            edit = lambda z, head=head, how=how: ablated(z, head, how)  # noqa: E731
-            logits = model.logits_with_hook(tokens, f"blocks.{layer}.attn.hook_z", edit)
-            mistakes = {
-                "the first half: the repeated half's tokens are predicted at positions seq_len to 2 seq_len - 1": (
-                    mean_loss_rise(clean, logits, tokens, slice(0, SEQ_LEN))
-                ),
-                "off by one: per_token_loss[:, p] is the loss of token p + 1, so take per_token_loss[:, seq_len:]": (
-                    mean_loss_rise(clean, logits, tokens, slice(SEQ_LEN + 1, None))
-                ),
-                "the sign is wrong: the cost is the ablated loss minus the clean loss": -mean_loss_rise(
-                    clean, logits, tokens, slice(SEQ_LEN, None)
-                ),
-            }
-            expected = mean_loss_rise(clean, logits, tokens, slice(SEQ_LEN, None))
-            args = [clean, logits, tokens, torch.tensor(SEQ_LEN)]
-            cases.append(Case(f"{name}.blocks.{layer}.head{head}.{how}", args, expected, mistakes=mistakes))
-    return cases
-
-
 def ablation_cost_notes(facts: dict) -> list[str]:
     """What ablating each head costs, from the expected answers: the heads that matter stand out."""
     costs: dict[str, list[str]] = {}
@@ -375,71 +272,6 @@ def ablation_cost_notes(facts: dict) -> list[str]:
         )
     listed = "; ".join(f"{head} {', '.join(hows)}" for head, hows in costs.items())
     return [f"ablating a head raises the loss on the repeated half by (nats): {listed}", *which_models(facts)]
-
-
-# --- direct_logit_attribution ------------------------------------------------------------------------------------
-
-
-def dla(normalised: Tensor, ln_w: Tensor, W_U: Tensor, tokens: Tensor, targets: Tensor | None = None) -> Tensor:
-    """Each head's ln_final-normalised output times w, read along W_U's column of each position's target (by default
-    the next token): (batch, posn - 1, layer, head)."""
-    import einops
-
-    targets = tokens[:, 1:] if targets is None else targets
-    weighted = normalised[:, :-1] * ln_w
-    return einops.einsum(weighted, W_U[:, targets], "b p l h d, d b p -> b p l h")
-
-
-def direct_logit_attribution_cases(ref: Reference) -> list[Case]:
-    import torch
-
-    small = ref.induction_model()
-    ln_w, W_U = small.weight("ln_final.w").clone(), small.weight("unembed.W_U").clone()
-    random = torch.randint(0, small.d_vocab, (4, 30), generator=small.generator)
-    cases = []
-    for name, tokens in (("small.repeated", repeated_batch(small, "small")), ("small.random", random)):
-        heads = small.head_results(tokens)
-        results, normalised, scale = heads["results"], heads["normalised"], heads["scale"][..., None, None]
-        mistakes = {
-            "ln_final's scale is forgotten: divide each head's centred output by ln_scale": dla(
-                normalised * scale, ln_w, W_U, tokens
-            ),
-            "each position is scored on its own token: position p predicts tokens[:, p + 1]": dla(
-                normalised, ln_w, W_U, tokens, tokens[:, :-1]
-            ),
-            "no centring: ln_final subtracts the mean over d_model first, from each head's output too": dla(
-                results / scale, ln_w, W_U, tokens
-            ),
-        }
-        args = [results, heads["scale"], ln_w, W_U, tokens]
-        cases.append(Case(name, args, dla(normalised, ln_w, W_U, tokens), mistakes=mistakes))
-    return cases
-
-
-# --- k_composition -----------------------------------------------------------------------------------------------
-
-
-def frobenius(matrix: Tensor) -> Tensor:
-    return matrix.pow(2).sum().sqrt()
-
-
-def k_composition_cases(ref: Reference) -> list[Case]:
-    pairs = {"small": [((0, h0), (1, h1)) for h0 in range(4) for h1 in range(4)]}
-    pairs["gpt2"] = [(GPT2_PREVIOUS_TOKEN_HEAD, (5, 5)), (GPT2_PREVIOUS_TOKEN_HEAD, (6, 9))]
-    cases = []
-    for name, model in models(ref):
-        for (l0, h0), (l1, h1) in pairs[name]:
-            W_OV, W_QK = model.head_circuits(l0, h0)["ov"], model.head_circuits(l1, h1)["qk"]
-            norms = frobenius(W_OV) * frobenius(W_QK)
-            mistakes = {
-                "W_QK is not transposed (that is Q-composition): the earlier head writes into the keys, W_OV W_QK^T": (
-                    frobenius(W_OV @ W_QK) / norms
-                ),
-                "not normalised: divide by ||W_OV||_F ||W_QK||_F": frobenius(W_OV @ W_QK.T),
-            }
-            expected = model.k_composition_score((l0, h0), (l1, h1))
-            cases.append(Case(f"{name}.L{l0}H{h0}.L{l1}H{h1}", [W_OV, W_QK], expected, mistakes=mistakes))
-    return cases
 
 
 # --- the checks ---------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 EXACT = "the exact answer"
 HEADS = ((0, 0), (-1, 5))  # (layer, head): the first block's first head and a head of the last block

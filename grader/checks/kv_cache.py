@@ -17,7 +17,7 @@ from grader.learner.drivers import text_tensor
 from grader.shared.compare import CaseComparison
 
 if TYPE_CHECKING:
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 ARGMAX_MARGIN = 0.01  # a greedy step of GPT-2 is used only when its top two logits are this far apart
 TEMPERATURE = 1e-4  # a draw at it misses the greedy token by ARGMAX_MARGIN / TEMPERATURE = 100 nats: never

@@ -2,49 +2,49 @@
 
 The learner's sampler runs on the grader's stand-ins (`grader/learner/drivers/stand_ins.py`: a model read
 from a table, a character tokenizer), so a broken Transformer cannot fail these checks, and every
-expected answer is computed here from first principles: an argmax, a division, a count, the
-softmax of a few logits, a walk through the table.
+expected answer is computed from first principles (`_sampling_oracle`): an argmax, a division, a count, the
+softmax of a few logits, a walk through the table. The comparisons run in the grader's process (`_sampling_compare`,
+which also says how draws are judged without flakiness).
 
 Known mistakes, as in every part: each case lists what each classic mistake outputs on it (only
 the mistakes that answer there, and differently from the right answer), and an output that fails
 is named by the mistake it fits, as the check's own comparison judges (`grader.host.verdict.diagnose`).
-
-Distributions, without flakiness: a sampling method is called on fixed logits, DRAWS times a round, and its
-counts are compared with the exact truncated, renormalised distribution. A token of probability 0 must never come
-out. Every other token's frequency must lie within eps of its probability, where by Hoeffding's inequality and a
-union bound over the n tokens of the support, P(some |frequency - p| > eps) <= 2 n exp(-2 N eps^2) for N draws; eps
-is set so this is FALSE_FAILURE_PER_CASE. Each known mistake moves some probability by more than 2 eps(2 DRAWS) or
-puts mass where there is none (the tests check this). A case whose first round is within `settled_within` of the
-distribution everywhere passes there; any other gets a second round (decided in the grader's process,
-`runner.rounds`) and is judged on both rounds' 2 DRAWS draws. A correct sampler fails only where its 2 DRAWS draws
-stray beyond eps, and a known mistake passes only where its first round strays by more than eps(DRAWS) towards the
-right answer or its 2 DRAWS draws by more than eps(2 DRAWS): with 6 such cases a correct sampler fails a run with
-probability below 1e-7, and a known mistake is missed with probability below 2e-8. Most correct samplers stop after
-one round. The learner's process also seeds torch before each case (one seed a round): a given sampler gets the same
-verdict every run.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance, on_stand_ins
+from grader.checks._sampling_compare import (
+    DRAWS,
+    ROUNDS,
+    close,
+    drawn_from,
+    draws_again,
+    frequencies,
+    frequency_bound,
+    same_text,
+    same_token,
+)
+from grader.checks._sampling_oracle import (
+    greedy_walk,
+    index_returned,
+    nucleus,
+    penalised,
+    renormalised,
+    softmax,
+    unrenormalised,
+)
 from grader.learner.drivers import END_OF_TEXT, text_tensor
-from grader.shared.compare import CaseComparison
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
-DRAWS = 2000  # a round; a case the first round leaves undecided gets a second (draws_again)
-ROUNDS = 2
-FALSE_FAILURE_PER_CASE = 1e-8
 ALPHABET = " abcdefghijklmnopqrstuvwxyz."  # the generation check's tokens, end-of-text after them
 LOGITS_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-5)
 
@@ -58,237 +58,6 @@ def generator(seed: int):
 def known(*mistakes: tuple[str, Tensor | None]) -> dict[str, Tensor]:
     """Case.mistakes from (hint, output) pairs, leaving out the mistakes that do not apply (None)."""
     return {hint: output for hint, output in mistakes if output is not None}
-
-
-# --- comparisons (NumPy: they run in the grader's process) --------------------------------------
-
-
-def _shapes(actual: np.ndarray, expected: np.ndarray) -> dict:
-    return {"actual_shape": list(actual.shape), "expected_shape": list(expected.shape)}
-
-
-def same_token(actual, expected, tolerance: Tolerance) -> CaseComparison:
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    if actual.size != 1 or not np.issubdtype(actual.dtype, np.integer):
-        return CaseComparison(
-            False,
-            f"returned {actual.size} values of dtype {actual.dtype}, not one token id (an int)",
-            **_shapes(actual, expected),
-        )
-    ok = int(actual) == int(expected)
-    return CaseComparison(
-        ok,
-        "" if ok else f"returned token {int(actual)}, expected {int(expected)}",
-        **_shapes(actual.reshape(()), expected),
-    )
-
-
-def close(actual, expected, tolerance: Tolerance) -> CaseComparison:
-    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    if actual.shape != expected.shape:
-        return CaseComparison(
-            False, f"output shape {actual.shape}, expected {expected.shape}", **_shapes(actual, expected)
-        )
-    diff = np.abs(actual - expected)
-    good = diff <= tolerance.atol + tolerance.rtol * np.abs(expected)  # NaN anywhere: not good
-    max_abs_diff = float(np.nanmax(diff)) if diff.size and not np.isnan(diff).all() else None
-    if good.all():
-        return CaseComparison(True, "", max_abs_diff, 1.0, **_shapes(actual, expected))
-    index = tuple(int(i) for i in np.argwhere(~good)[0])
-    message = f"at index {index}: {actual[index]:.4g}, expected {expected[index]:.4g}"
-    return CaseComparison(False, message, max_abs_diff, float(good.mean()), **_shapes(actual, expected))
-
-
-def frequency_bound(support: int, draws: float) -> float:
-    """eps with 2 * support * exp(-2 draws eps^2) = FALSE_FAILURE_PER_CASE (Hoeffding, union bound)."""
-    return math.sqrt(math.log(2 * support / FALSE_FAILURE_PER_CASE) / (2 * draws))
-
-
-def counts_problem(counts: np.ndarray) -> str | None:
-    """Why these cannot be the counts of one or both rounds of draws, or None. The draw driver counts in the
-    learner's process, whose code may have replaced it: NaN or zero counts would otherwise compare as no deviation."""
-    if not (np.isfinite(counts) & (counts >= 0) & (counts == np.round(counts))).all():
-        return "the counts are not whole numbers of draws"
-    if counts.sum() not in (DRAWS, ROUNDS * DRAWS):
-        return f"the counts add up to {counts.sum():.0f} draws, not {DRAWS} (or {ROUNDS * DRAWS} over two rounds)"
-    return None
-
-
-def settled_within(support: int) -> float:
-    """How close a first round's frequencies must all be to their probabilities for the case to pass without a
-    second: a distribution more than 2 eps(2 DRAWS) from the right one (a known mistake) comes this close after DRAWS
-    draws only where they stray by more than eps(DRAWS), with probability below FALSE_FAILURE_PER_CASE."""
-    return 2 * frequency_bound(support, ROUNDS * DRAWS) - frequency_bound(support, DRAWS)
-
-
-def draws_again(actual, expected) -> bool:
-    """Whether a first round's counts leave the case undecided (Check.draws_again): they are counts of DRAWS draws,
-    none of a token of probability 0 (either decides it now), and some frequency is farther than `settled_within`
-    from its probability."""
-    counts, probabilities = np.asarray(actual), np.asarray(expected, dtype=np.float64)
-    if counts.dtype.kind not in "biuf" or counts.shape != probabilities.shape:
-        return False
-    counts = counts.astype(np.float64)
-    if counts_problem(counts) or counts.sum() != DRAWS or ((probabilities == 0) & (counts > 0)).any():
-        return False
-    return bool(np.abs(counts / DRAWS - probabilities).max() > settled_within(int((probabilities > 0).sum())))
-
-
-def frequencies(actual, expected, tolerance: Tolerance, kept: str = "the tokens that may be drawn") -> CaseComparison:
-    """Counts of draws against exact probabilities; see the module's docstring for the bound. `kept` names the
-    tokens of probability above 0 (the top k, ...), as a message that one came out from elsewhere says."""
-    counts, probabilities = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    shapes = _shapes(counts, probabilities)
-    if counts.shape != probabilities.shape:
-        return CaseComparison(False, f"counts of shape {counts.shape}, expected {probabilities.shape}", **shapes)
-    problem = counts_problem(counts)
-    if problem:
-        return CaseComparison(False, problem, **shapes)
-    draws = counts.sum()
-    observed = counts / draws
-    deviation = np.abs(observed - probabilities)
-    impossible = np.flatnonzero((probabilities == 0) & (counts > 0))
-    if impossible.size:
-        token = int(impossible[0])
-        message = (
-            f"token {token} was drawn {int(counts[token])} times, but its probability is 0: "
-            f"{drawn_outside(counts, probabilities, kept)}"
-        )
-        return CaseComparison(False, message, float(deviation.max()), **shapes)
-    eps = frequency_bound(int((probabilities > 0).sum()), draws)
-    token = int(deviation.argmax())
-    if deviation[token] > eps:
-        message = (
-            f"token {token} was drawn {observed[token]:.1%} of the time, expected "
-            f"{probabilities[token]:.1%} (within {eps:.1%} over {int(draws)} draws)"
-        )
-        return CaseComparison(False, message, float(deviation[token]), **shapes)
-    return CaseComparison(True, "", float(deviation[token]), 1.0, **shapes)
-
-
-NEVER_MISSED = 20  # a token expected this many times in the draws comes out at least once (but for e^-20)
-
-
-def drawn_outside(counts: np.ndarray, probabilities: np.ndarray, kept: str) -> str:
-    """What tokens of probability 0 coming out most likely mean, from which tokens came out and which did not."""
-    allowed, drawn = np.flatnonzero(probabilities > 0).tolist(), set(np.flatnonzero(counts > 0).tolist())
-    facts = f"it is outside {kept} (token{'s' * (len(allowed) > 1)} {', '.join(map(str, allowed))})"
-    never = [t for t in allowed if counts[t] == 0 and probabilities[t] * counts.sum() >= NEVER_MISSED]
-    if never and drawn <= set(range(len(allowed))):
-        return (
-            f"{facts}, and only tokens below {len(allowed)} came out, as if the index drawn among those were "
-            "returned: map it back to its token id"
-        )
-    if never:
-        return f"{facts}, and token {never[0]}, in it, never came out: are the most likely tokens kept?"
-    if len(drawn) == len(counts):
-        return f"{facts}; every token came out: draw from those only"
-    if len(drawn - set(allowed)) == 1:
-        return f"{facts}; it came out beside every one of them: is one token too many kept?"
-    return f"{facts}: draw from those only"
-
-
-def drawn_from(kept: str):
-    """The frequency comparison of a sampler that may draw `kept` only (its messages name them so)."""
-    return functools.partial(frequencies, kept=kept)
-
-
-SHOWN_TEXT = 200  # characters of a text a message quotes
-
-
-def text_bytes(data: np.ndarray) -> bytes | None:
-    """The bytes of a text tensor (see `grader.learner.drivers.text_tensor`), zero padding at its end left
-    out; None when it is no such tensor."""
-    if data.dtype != np.uint8 or data.ndim != 1:
-        return None
-    return data.tobytes().rstrip(b"\0")
-
-
-def quoted(text: bytes) -> str:
-    """The text as a message quotes it: any bytes, decoded as far as they are UTF-8, at most SHOWN_TEXT characters."""
-    decoded = text.decode("utf-8", errors="replace")
-    return repr(decoded[:SHOWN_TEXT]) + ("\u2026" if len(decoded) > SHOWN_TEXT else "")
-
-
-def same_text(actual, expected, tolerance: Tolerance) -> CaseComparison:
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    actual_text, expected_text = text_bytes(actual), text_bytes(expected)
-    if actual_text is None:
-        return CaseComparison(False, f"the text came back as {actual.dtype} values of shape {actual.shape}, not bytes")
-    ok = actual_text == expected_text
-    return CaseComparison(ok, "" if ok else f"the text is {quoted(actual_text)}, expected {quoted(expected_text)}")
-
-
-# --- first principles: what a right (or a known wrong) sampler gives ----------------------------
-
-
-def softmax(logits: Tensor) -> Tensor:
-    return logits.double().softmax(dim=-1)
-
-
-def renormalised(probabilities: Tensor, kept: list[int]) -> Tensor:
-    import torch
-
-    mask = torch.zeros_like(probabilities, dtype=torch.bool)
-    mask[kept] = True
-    kept_probabilities = probabilities * mask
-    return kept_probabilities / kept_probabilities.sum()
-
-
-def index_returned(probabilities: Tensor, kept: list[int]) -> Tensor:
-    """What a sampler gives that returns the index drawn among the kept tokens (most likely first) as the token."""
-    import torch
-
-    result = torch.zeros_like(probabilities)
-    result[: len(kept)] = renormalised(probabilities, kept)[kept]
-    return result
-
-
-def unrenormalised(probabilities: Tensor, kept: list[int]) -> Tensor:
-    """The kept tokens (most likely first) drawn with their own probabilities by walking their cumulative sum,
-    without renormalising: the mass of the others lands on the last kept token."""
-    import torch
-
-    result = torch.zeros_like(probabilities)
-    result[kept] = probabilities[kept]
-    result[kept[-1]] += 1 - result.sum()
-    return result
-
-
-def nucleus(
-    probabilities: Tensor, top_p: float, min_tokens_to_keep: int, keep_crossing: bool = True, apply_minimum: bool = True
-) -> list[int]:
-    """The most likely tokens, in order, until their sum reaches top_p (the crossing token included)."""
-    order = sorted(range(len(probabilities)), key=lambda token: -float(probabilities[token]))
-    kept, total = [], 0.0
-    for token in order:
-        if total >= top_p or (not keep_crossing and total + float(probabilities[token]) >= top_p):
-            break
-        kept.append(token)
-        total += float(probabilities[token])
-    return order[: max(len(kept), min_tokens_to_keep)] if apply_minimum else kept
-
-
-def penalised(logits: Tensor, input_ids: Tensor, penalty: float, presence_only: bool = False) -> Tensor:
-    result = logits.clone()
-    for token, count in Counter(input_ids.tolist()).items():
-        result[token] -= penalty * (1 if presence_only else count)
-    return result
-
-
-def greedy_walk(
-    table: Tensor, prompt: list[int], max_new: int, eos: int, feed_back: bool = True, stop: bool = True
-) -> list[int]:
-    """Greedy generation on the table model; the switches are what two known mistakes do."""
-    ids, context = list(prompt), list(prompt)
-    for _ in range(max_new):
-        next_id = int(table[len(context) - 1, context[-1]].argmax())
-        ids.append(next_id)
-        if feed_back:
-            context.append(next_id)
-        if stop and next_id == eos:
-            break
-    return ids
 
 
 # --- stand-ins ----------------------------------------------------------------------------------
@@ -401,7 +170,7 @@ def frequency_penalty_cases(ref: Reference) -> list[Case]:
 
 def told_apart(right: Tensor, wrong: Tensor | None) -> Tensor | None:
     """`wrong`, if both rounds' draws tell it from `right` as surely as the check needs: it puts mass where `right`
-    has none, or moves some probability by more than twice the bound (see the module's docstring); else None."""
+    has none, or moves some probability by more than twice the bound (see `_sampling_compare`); else None."""
     if wrong is None:
         return None
     eps = frequency_bound(int((right > 0).sum()), ROUNDS * DRAWS)

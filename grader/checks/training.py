@@ -1,8 +1,8 @@
 """Part 4: training. The learner's loss, optimiser, schedule, step and evaluation, then the learner's
 own loop training a tiny Transformer on the standard library's documentation, offline.
 
-Every expected answer is the grader's own, from first principles: the cross-entropy written out,
-the parameter groups from the parameters' names, the schedule's formula, an SGD step taken by hand
+Every expected answer is the grader's own, from first principles (`_training_oracle`): the cross-entropy written
+out, the parameter groups from the parameters' names, the schedule's formula, an SGD step taken by hand
 on the stand-in `TinyLM` (grader/learner/drivers/training.py) from the same seed. The outcome check asks
 for a held-out loss, computed by the grader, below what the corpus's unigram frequencies give.
 """
@@ -15,15 +15,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance, driven, on_stand_ins
+from grader.checks._training_oracle import (
+    cross_entropy,
+    decayed_by_name,
+    first_gradient_norm,
+    grader_steps,
+    group_rows,
+    schedule,
+    unigram_loss,
+)
 from grader.learner.drivers.training import PARAMETER_NAMES, TINY
 from grader.shared.compare import CaseComparison, validate
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
-EMBEDDINGS = ("W_E", "W_pos")
 OUTCOME = {"steps": 150, "batch_size": 16, "posn": TINY["n_ctx"], "d_vocab": 256, "held_out_batches": 8, "seed": 0}
 HYPERPARAMETERS = {"max_lr": 1e-2, "min_lr": 1e-3, "warmup": 10, "weight_decay": 0.1, "clip": 1.0}
 OUTCOME_TIMEOUT = 120.0  # seconds; the solutions train in under 1 (README, Part 4): room for slow loops
@@ -61,18 +69,7 @@ HINTS = {  # what each classic mistake most likely is, as the failing check name
 OUTCOME_CASE = "stdlib_docs"
 
 
-def scalar(value: float) -> Tensor:
-    import torch
-
-    return torch.tensor(value, dtype=torch.float64)
-
-
 # --- next_token_loss ----------------------------------------------------------------------------
-
-
-def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
-    """-log softmax(logits)[target] at every position, written out: logsumexp minus the target's logit."""
-    return logits.logsumexp(dim=-1) - logits.gather(-1, targets[..., None])[..., 0]
 
 
 def next_token_loss_cases(ref: Reference) -> list[Case]:
@@ -101,20 +98,6 @@ def next_token_loss_cases(ref: Reference) -> list[Case]:
 
 
 # --- make_optimizer -----------------------------------------------------------------------------
-
-
-def decayed_by_name(name: str) -> bool:
-    leaf = name.split(".")[-1]
-    return leaf.startswith("W_") and leaf not in EMBEDDINGS
-
-
-def group_rows(decayed, weight_decay: float, lr: float) -> Tensor:
-    """[groups holding it, weight decay, lr] per parameter, in PARAMETER_NAMES order."""
-    import torch
-
-    return torch.tensor(
-        [[1.0, weight_decay if decayed(name) else 0.0, lr] for name in PARAMETER_NAMES], dtype=torch.float64
-    )
 
 
 def make_optimizer_cases(ref: Reference) -> list[Case]:
@@ -157,21 +140,6 @@ def same_groups(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) 
 # --- lr_at --------------------------------------------------------------------------------------
 
 
-def schedule(
-    steps: list[int], warmup: int, total: int, max_lr: float, min_lr: float, *, warm=None, progress=None, floor=True
-) -> Tensor:
-    """The warm-up and cosine schedule at each step; the keywords give its classic variants."""
-    import torch
-
-    warm = warm or (lambda step: (step + 1) / warmup)
-    progress = progress or (lambda step: (step - warmup) / (total - warmup))
-    rates = []
-    for step in steps:
-        cosine = min_lr + 0.5 * (1 + math.cos(math.pi * progress(step))) * (max_lr - min_lr)
-        rates.append(max_lr * warm(step) if step < warmup else min_lr if step >= total and floor else cosine)
-    return torch.tensor(rates, dtype=torch.float64)
-
-
 def lr_at_cases(ref: Reference) -> list[Case]:
     import torch
 
@@ -193,46 +161,6 @@ def lr_at_cases(ref: Reference) -> list[Case]:
 
 
 # --- train_step ---------------------------------------------------------------------------------
-
-
-def grader_steps(batches: Tensor, clip: float, lr: float, *, zero: str = "before", clip_at: str = "global") -> Tensor:
-    """TinyLM trained by hand with SGD, one step per batch: [losses, every parameter after].
-
-    zero: "before" (right), "never", "after_backward"; clip_at: "global" (right), "none", "each".
-    """
-    import torch
-
-    from grader.learner.drivers.tiny_lm import TinyLM, flat_parameters
-
-    model = TinyLM()
-    params = list(model.parameters())
-    losses = []
-    for tokens in batches:
-        if zero == "before":
-            for param in params:
-                param.grad = None
-        step_loss = cross_entropy(model(tokens)[:, :-1], tokens[:, 1:]).mean()
-        step_loss.backward()
-        if zero == "after_backward":
-            for param in params:
-                param.grad.zero_()
-        with torch.no_grad():
-            norms = [param.grad.norm() for param in params]
-            total = torch.stack(norms).norm()
-            for param, norm in zip(params, norms, strict=False):
-                if clip_at != "none":
-                    param.grad.mul_(min(1.0, clip / (float(total if clip_at == "global" else norm) + 1e-6)))
-                param.sub_(lr * param.grad)
-        losses.append(step_loss.item())
-    return torch.cat([torch.tensor(losses), flat_parameters(model)]).double()
-
-
-def first_gradient_norm(batch: Tensor) -> float:
-    from grader.learner.drivers.tiny_lm import TinyLM
-
-    model = TinyLM()
-    cross_entropy(model(batch)[:, :-1], batch[:, 1:]).mean().backward()
-    return float(sum(param.grad.pow(2).sum() for param in model.parameters()) ** 0.5)
 
 
 def train_step_cases(ref: Reference) -> list[Case]:
@@ -294,13 +222,6 @@ def evaluate_cases(ref: Reference) -> list[Case]:
 
 
 # --- the outcome: the learner's loop trains the learner's model ---------------------------------
-
-
-def unigram_loss(train: Tensor, held_out: Tensor, d_vocab: int) -> float:
-    """The held-out loss of the training text's token frequencies (add-one smoothed): what a model
-    that ignores every previous token can reach at best, near enough."""
-    counts = train.flatten().bincount(minlength=d_vocab).double() + 1
-    return float(-(counts / counts.sum()).log()[held_out[:, :, 1:]].mean())
 
 
 def outcome_cases(ref: Reference) -> list[Case]:

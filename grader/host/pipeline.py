@@ -9,9 +9,10 @@ from pathlib import Path
 
 from grader.checks import Check, registry
 from grader.host.dependencies import used_by, with_failing_parts
-from grader.host.refcache import ReferenceData, Seal
+from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, Report
 from grader.host.runner import FORK_SWITCH, LearnerProcesses, Limits, Outcome
+from grader.host.seal import Seal
 from grader.host.verdict import judge
 from grader.shared import cgroup, sandbox
 

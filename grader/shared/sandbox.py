@@ -3,7 +3,7 @@
 Applied in each forked check process before the learner's package is imported:
 
 - the grader drops root for an unprivileged user (nobody), keeping only the capability to read
-  and search files, which Landlock then limits to the allow-list below;
+  and search files, which Landlock then limits to the allow-list below (its paths: `allow_list`);
 - Landlock (a small ctypes layer over its three system calls, since no maintained binding covers
   its network and scope rules) allows reading only the Python installation, its site-packages
   minus the reference's libraries, the learner's package and the learner-side modules of the
@@ -31,11 +31,13 @@ import importlib.util
 import os
 import socket
 import sys
-import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from grader.shared.allow_list import LEARNER_SIDE as LEARNER_SIDE  # what a check may read of the grader
+from grader.shared.allow_list import forbidden_paths, python_paths, readable_paths
 
 if TYPE_CHECKING:
     from pyseccomp import SyscallFilter
@@ -58,15 +60,6 @@ READ = READ_FILE | READ_DIR | EXECUTE
 FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # the rights a rule on a file may carry
 SCRATCH = READ | WRITE_FILE | MAKE_REG | REMOVE_FILE | MAKE_DIR | REMOVE_DIR | TRUNCATE
 
-FORBIDDEN_PACKAGES = ("transformer_lens", "transformers")  # the reference's libraries
-# The grader files a check may read: its process's folder and the shared leaves (tests/test_layering.py
-# holds the learner's imports to these).
-LEARNER_SIDE = ("__init__.py", "shared", "learner")
-SYSTEM_READABLE = (
-    *("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/etc/ld.so.cache"),  # shared libraries, loaded on first use
-    *("/dev/null", "/dev/urandom", "/dev/zero"),
-    *("/proc/cpuinfo", "/sys/devices/system/cpu"),  # torch's CPU detection
-)
 UNPRIVILEGED = 65534  # nobody
 CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWUSER = 0x08000000, 0x40000000, 0x10000000
 CAP_DAC_READ_SEARCH = 2
@@ -200,61 +193,6 @@ class Policy:
     writable: Path  # the check's scratch directory
     system_calls: SyscallFilter  # `DENIED_CALLS` and the socket rules, loaded last
     ruleset: int | None = None  # readable's and listable's Landlock rules, made by the fork server; None: made here
-
-
-def python_paths() -> list[Path]:
-    """The interpreter's standard library and every directory its imports search, as they are now."""
-    paths = {Path(sysconfig.get_paths()[key]) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
-    paths |= {Path(entry) for entry in sys.path if entry}
-    return sorted(path.resolve() for path in paths if path.is_dir())
-
-
-def forbidden_paths(package: Path) -> set[Path]:
-    """What no check may read: the reference's libraries, the grader (but its learner side), the solutions."""
-    grader = Path(__file__).resolve().parents[1]
-    forbidden = {grader, grader.parent / "solutions"} - {package}
-    for directory in python_paths():
-        forbidden |= {entry.resolve() for entry in directory.iterdir() if _is_forbidden(entry.name)}
-    return forbidden
-
-
-def _is_forbidden(name: str) -> bool:
-    stem = name.split("-")[0].split(".")[0].lower()
-    return stem in FORBIDDEN_PACKAGES
-
-
-def _without(path: Path, forbidden: set[Path], above: set[Path]) -> list[Path]:
-    """`path`, or, when something forbidden lies beneath it (`above`: every parent of a forbidden path), its other
-    entries, recursively. A set, not each forbidden path's parents in turn: site-packages has hundreds of entries,
-    and this runs before the first check of every grading."""
-    if path in forbidden:
-        return []
-    if path not in above:
-        return [path]
-    return [granted for entry in resolved_entries(path) for granted in _without(entry, forbidden, above)]
-
-
-def resolved_entries(directory: Path) -> list[Path]:
-    """The entries of a resolved directory, in order, each resolved: only a link needs it (realpath's lstat of
-    every component, for each of site-packages' entries, was most of the allow-list's time)."""
-    with os.scandir(directory) as scan:
-        entries = sorted(scan, key=lambda entry: entry.name)
-    return [Path(entry.path).resolve() if entry.is_symlink() else Path(entry.path) for entry in entries]
-
-
-def readable_paths(package: Path) -> list[Path]:
-    """The allow-list: the interpreter, site-packages without the reference, the package, the learner side."""
-    grader = Path(__file__).resolve().parents[1]
-    forbidden = forbidden_paths(package)
-    above = {parent for path in forbidden for parent in path.parents}
-    readable = [
-        granted
-        for directory in python_paths()
-        if directory != grader.parent
-        for granted in _without(directory, forbidden, above)
-    ]
-    readable += [grader / name for name in LEARNER_SIDE]
-    return readable + [package, *(Path(p) for p in SYSTEM_READABLE if os.path.exists(p))]
 
 
 def policy_for(package: Path, scratch: Path) -> Policy:

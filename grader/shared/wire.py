@@ -82,8 +82,8 @@ def to_json(adapter: TypeAdapter, value) -> str:
 
 
 # --- tensor names -------------------------------------------------------------------------------
-# One spelling per kind of tensor, filled in with str.format: ARG.format(case="prompt", i=0) is "prompt/arg0".
-# The inputs file of one check (`inputs/<check>.safetensors`) and the check's outputs file:
+# One spelling per kind of tensor, filled in with str.format: ARG.format(case="prompt", i=0) is "prompt/arg0". The
+# inputs file of one check (`inputs/<check>.safetensors`) and the check's outputs file:
 ARG = "{case}/arg{i}"  # the i-th argument the target is called with
 OVERRIDE = "{case}/override/{parameter}"  # a parameter the case replaces GPT-2's with
 EXTRA = "{case}/{name}"  # a named input of a driver (Case.extra)
@@ -91,13 +91,10 @@ OUTPUT = "{case}/out"  # what the target returned (the outputs file)
 CAPTURE = "{case}/capture/{i}"  # the i-th intermediate recorded for diagnosis (the outputs file)
 DEVICE_PROBE = "{case}/device_probe"  # the grader's own module's output on the check's device (learner.device_truth)
 ARG_AFTER = "{case}/arg{i}_after"  # the i-th argument after the call, when the check watches its inputs
-# The expected file holds every check's answers, each under the check's id:
-EXPECTED = "{check}/{case}"  # a case's answer, or (case=STEP.format(...)) one of its steps or mistakes
+EXPECTED = "{check}/{case}"  # of the expected file: a case's answer, or (case=STEP.format(...)) a step or mistake
 STEP = "{case}/step/{label}"  # GPT-2's intermediate, in computation order
 MISTAKE = "{case}/mistake/{i}"  # what the i-th known mistake outputs
-REPLAY = (
-    "replay/"  # the extras of a case whose target's submodules answer GPT-2's outputs (grader.learner.drivers.replay)
-)
+REPLAY = "replay/"  # extras of a case whose target's submodules answer GPT-2's outputs (learner.drivers.replay)
 
 
 def replay_names(path: str) -> tuple[str, str]:
@@ -224,8 +221,7 @@ class Reply:
     where: Place | None = None  # where an exception came from in the learner's files
     target_where: Place | None = None  # where the learner defined the function under test
     in_place: Place | None = None  # the first line of that function that changes an argument in place (x += ...)
-    # Other functions of the learner's that the driver calls, where defined: a named mistake that begins with one's
-    # name (`CachedAttention.forward's mask ...`) is located there.
+    # Other functions the driver calls, where defined: a named mistake that begins with one's name is located there.
     methods: list[Place] = field(default_factory=list)
     weights: WeightFacts | None = None
     bad_output: BadOutput | None = None
@@ -308,11 +304,10 @@ def read_reply(scratch: Path, cases: list[CaseSpec]) -> Reply | BadReply:
 
 
 # --- the outputs file ---------------------------------------------------------------------------
-# safetensors' format: 8 bytes (little-endian) giving the header's length, the header (JSON: each
-# tensor's dtype, shape and byte range in the data after it), the data. Checked here, before any
-# tensor is read, so that no forged header makes the grader read more than it means to.
-
-# safetensors' dtype -> (NumPy's name for it, or None where NumPy has none; bytes per element)
+# safetensors' format: 8 bytes (little-endian) giving the header's length, the header (JSON: each tensor's dtype,
+# shape and byte range in the data after it), the data. Checked here, before any tensor is read, so that no forged
+# header makes the grader read more than it means to. DTYPES: safetensors' dtype -> (NumPy's name for it, or None
+# where NumPy has none; bytes per element).
 DTYPES = {
     "F64": ("<f8", 8),
     "F32": ("<f4", 4),

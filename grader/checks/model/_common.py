@@ -10,7 +10,7 @@ from grader.checks import Case
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 TOKEN_SETS = ("prompt", "random")
 LONG = 256  # positions of the long cases (batch 1); PosEmbed also gets the whole context

@@ -13,7 +13,7 @@ from grader.checks.model.causal_mask import ZEROS_MASKED
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 SOFTMAX_OVERFLOWS = "the softmax overflows on large scores: subtract the max or use torch.softmax"
 ATTENTION_STEPS = {

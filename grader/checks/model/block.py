@@ -19,7 +19,7 @@ from grader.shared.wire import replay_names
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 
 def block_mistakes(ref: Reference, layer: int, resid_pre: Tensor) -> dict[str, Tensor]:

@@ -9,7 +9,7 @@ from grader.checks.model._common import LONG, OFFSET_DRIVER, ONE_POSITION, gener
 from grader.shared.compare import causal_mask
 
 if TYPE_CHECKING:
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 ZEROS_MASKED = "allowed scores equal to 0 were masked: build the mask from positions, not from the values"
 MASK_AT_FIRST_KEY = (

@@ -8,7 +8,7 @@ from grader.checks import Case, Check, Target
 from grader.checks.model._common import LONG, ONE_POSITION, TOKEN_SETS, one_position
 
 if TYPE_CHECKING:
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 
 def embed_cases(ref: Reference) -> list[Case]:

@@ -11,7 +11,7 @@ from grader.checks.model.gelu_new import gelu_mistakes
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 
 def mlp_mistakes(pre: Tensor, weights: dict[str, Tensor], gelu_new) -> dict[str, Tensor]:

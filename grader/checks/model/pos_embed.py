@@ -10,7 +10,7 @@ from grader.checks.model._common import OFFSET_DRIVER, ONE_POSITION, TOKEN_SETS,
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 POSITIONS_FROM_ZERO = (
     "the positions start at 0, not at past_kv_pos_offset: these tokens follow that many cached ones, so the first "

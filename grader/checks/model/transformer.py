@@ -10,7 +10,7 @@ from grader.checks.model._common import ONE_POSITION, TOKEN_SETS, one_position
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from grader.builder.reference import Reference
+    from grader.builder.interface import Reference
 
 
 def transformer_mistakes(ref: Reference, acts: dict[str, Tensor]) -> dict[str, Tensor]:
