@@ -23,11 +23,22 @@ for name in modules:
     importlib.import_module(name)
 importlib.import_module("grader.checks").registry()
 heavy = ("torch", "transformer_lens", "transformers")
-print(json.dumps({"imported": modules, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in heavy)}))
+others = ("grader.learner", "grader.builder")  # the learner's process and the reference builder's
+loaded = [m for m in sys.modules if m.split(".")[0] in heavy or m.startswith(others)]
+print(json.dumps({"imported": modules, "heavy": sorted(loaded)}))
+"""
+# A whole grading in the grader's process, the HTML report's figures included; then what it had loaded.
+GRADING = """
+import json, sys
+from grader.host.main import main
+sys.argv = ["grade", *sys.argv[1:]]
+code = main()
+others = ("torch", "transformer_lens", "transformers", "grader.learner", "grader.builder")
+print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m.startswith(others))}))
 """
 
 
-def test_the_graders_process_imports_neither_torch_nor_transformer_lens():
+def test_the_graders_process_imports_neither_torch_nor_the_other_processes_modules():
     ran = subprocess.run([sys.executable, "-c", GRADERS_LAYER], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     found = json.loads(ran.stdout)
@@ -35,6 +46,18 @@ def test_the_graders_process_imports_neither_torch_nor_transformer_lens():
         found["imported"]
     )
     assert found["heavy"] == []
+
+
+def test_a_whole_grading_loads_nothing_of_the_other_processes(reference, tmp_path):
+    """The registry, the runner, the verdicts and every renderer: not one module of the learner's process or the
+    builder's, nor torch, enters the grader's (the checks name their drivers, they do not import them)."""
+    html = str(tmp_path / "report.html")
+    args = ["--solutions", "--reference", "random", "--quiet", "--html", html, "embed", "sampling", "beam", "kv_cache"]
+    args += ["interp", "training", "induction.repeated_tokens"]
+    ran = subprocess.run([sys.executable, "-c", GRADING, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    found = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert found == {"code": 0, "loaded": []}
 
 
 def test_grades_entry_point_imports_the_standard_library_alone_before_it_starts_the_worker():

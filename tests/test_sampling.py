@@ -522,7 +522,7 @@ def test_top_p_sets_from_first_principles():
 
 
 def test_the_generation_table_spells_its_sentence(reference):
-    from grader.learner.drivers import tensor_text
+    from grader.shared.formats import tensor_text
 
     expected = reference.expected("sampling.generate")
     texts = {

@@ -14,7 +14,7 @@ import torch
 from conftest import REPO, SOLUTIONS, by_id, write_variant
 
 from grader.learner.drivers.stand_in_transformer import ATOL, RTOL, Transformer, agrees_on_probe_weights, seeded
-from grader.learner.drivers.training import TINY
+from grader.shared.formats import TINY
 
 LOOP, NO_COLON = "        for block in self.blocks:\n", "        for block in self.blocks\n"
 SYNTAX_ERROR = {"transformer.py": [(LOOP, NO_COLON)]}

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grader.learner.drivers import beam_rows
-
 if TYPE_CHECKING:
     from torch import Tensor
 
@@ -66,6 +64,8 @@ def generated_rows(
         for beam, more in zip(beams, bans, strict=True)
         for candidate in best(extensions(table, [beam], ngram, frozenset(more)), k)
     ]
+    from grader.learner.drivers import beam_rows
+
     return beam_rows([([logprob for logprob, _ in extended], [list(tokens) for _, tokens in extended])])
 
 
@@ -99,4 +99,6 @@ def kept_then_normalised(
         kept = sorted(allowed, key=lambda token: -float(logits[token]))[:k]
         steps = (logits[kept].log_softmax(dim=-1) if normalise else logits[kept]).tolist()
         extended += [(logprob + step, prefix + (token,)) for token, step in zip(kept, steps, strict=True)]
+    from grader.learner.drivers import beam_rows
+
     return beam_rows([([lp for lp, _ in extended], [list(tokens) for _, tokens in extended])])

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from grader.checks import Case
 from grader.checks._induction_models import SEQ_LEN, models, next_token_loss, repeated_batch
-from grader.learner.drivers import text_tensor
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -37,6 +36,8 @@ ABLATED_Z = (("zero", 1, 2), ("mean", 1, 2), ("mean", 0, 1))  # (how, layer, hea
 
 def ablate_head_cases(ref: Reference) -> list[Case]:
     import torch
+
+    from grader.learner.drivers import text_tensor
 
     small = ref.induction_model()
     repeated = repeated_batch(small, "small")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from grader.learner.drivers.training import PARAMETER_NAMES
+from grader.shared.formats import PARAMETER_NAMES
 
 if TYPE_CHECKING:
     from torch import Tensor

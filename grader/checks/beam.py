@@ -21,8 +21,8 @@ from grader.checks._beam_search import (
     log_softmax_row,
 )
 from grader.checks.sampling import DRIVERS, char_tokenizer, generator, greedy_walk, known, sampler, stand_in_inputs
-from grader.learner.drivers import END_OF_TEXT, PADDING, beam_rows, text_tensor
 from grader.shared.compare import CaseComparison
+from grader.shared.formats import END_OF_TEXT, PADDING
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -157,6 +157,8 @@ def beam_table(seed: int, eos_bias: float = 0.0) -> Tensor:
 
 
 def _beam_extra(table: Tensor, prompt: str | None = None) -> dict:
+    from grader.learner.drivers import text_tensor
+
     extra = stand_in_inputs(table, char_tokenizer(BEAM_ALPHABET))
     return extra | ({"prompt": text_tensor(prompt)} if prompt else {})
 
@@ -201,6 +203,8 @@ def beam_generate_cases(ref: Reference) -> list[Case]:
 def beam_filter_cases(ref: Reference) -> list[Case]:
     import torch
 
+    from grader.learner.drivers import beam_rows
+
     a, b, c, eos = 0, 1, 2, 3
     # The best beams are not in order of index, and some that end in end-of-text rank high.
     inputs = {
@@ -243,6 +247,8 @@ def finished_among(beams: list[tuple[float, tuple[int, ...]]], eos: int) -> bool
 
 def split_beams(beams: list[tuple[float, tuple[int, ...]]], eos: int, keep_finished: bool = True) -> Tensor:
     """filter's answer as beam rows: the continuing beams (group 0), then the finished ones (group 1)."""
+    from grader.learner.drivers import beam_rows
+
     continuing, finished = [b for b in beams if b[1][-1] != eos], [b for b in beams if b[1][-1] == eos]
     return beam_rows([unzipped(continuing), unzipped(finished if keep_finished else [])])
 
@@ -272,6 +278,8 @@ BEAM_SEARCHES = {  # name: (table, num_return_sequences, num_beams, max_new_toke
 
 def beam_search_cases(ref: Reference) -> list[Case]:
     import torch
+
+    from grader.learner.drivers import beam_rows
 
     eos, prompt = len(BEAM_ALPHABET), "a"
     cases = []

@@ -20,8 +20,8 @@ from grader.checks import Case, Check, Target, Tolerance, driven
 from grader.checks.induction import repeated_batch
 from grader.checks.model._common import generator
 from grader.checks.model.block import replay_extras
-from grader.learner.drivers import COUNT_KEYS, PROBE_LOGITS, PROBE_SHAPE, PROBE_TOKENS
 from grader.shared.compare import CaseComparison, validate
+from grader.shared.formats import COUNT_KEYS, PROBE_LOGITS, PROBE_SHAPE, PROBE_TOKENS
 from grader.shared.types import counts_by_part
 
 if TYPE_CHECKING:

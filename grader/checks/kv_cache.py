@@ -13,7 +13,6 @@ import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance
 from grader.checks.sampling import DRIVERS, close, same_text
-from grader.learner.drivers import text_tensor
 from grader.shared.compare import CaseComparison
 
 if TYPE_CHECKING:
@@ -77,6 +76,8 @@ def sampling_case(ref: Reference, name: str, ids: list[int], penalty: float, hin
     (TEMPERATURE) with a frequency penalty so large that a token already in the text is never drawn again.
     `mistakes`: (what the report names, the tokens that slip bans at a step)."""
     import torch
+
+    from grader.learner.drivers import text_tensor
 
     banned = (lambda fed, text: text) if penalty else None
     generated = continuation(ref, ids, 8, banned)

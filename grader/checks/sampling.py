@@ -38,7 +38,7 @@ from grader.checks._sampling_oracle import (
     softmax,
     unrenormalised,
 )
-from grader.learner.drivers import END_OF_TEXT, text_tensor
+from grader.shared.formats import END_OF_TEXT
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -77,6 +77,8 @@ def char_tokenizer(alphabet: str):
 
 def stand_in_inputs(table: Tensor, tokenizer, **named) -> dict:
     import torch
+
+    from grader.learner.drivers import text_tensor
 
     return {
         "table": table,
@@ -260,6 +262,8 @@ def top_p_cases(ref: Reference) -> list[Case]:
 def generation_cases(ref: Reference) -> list[Case]:
     """A table whose greedy path from "the cat" spells " sat on the mat." and then ends."""
     import torch
+
+    from grader.learner.drivers import text_tensor
 
     tokenizer = char_tokenizer(ALPHABET)
     eos = tokenizer.token_to_id(END_OF_TEXT)

@@ -24,8 +24,8 @@ from grader.checks._training_oracle import (
     schedule,
     unigram_loss,
 )
-from grader.learner.drivers.training import PARAMETER_NAMES, TINY
 from grader.shared.compare import CaseComparison, validate
+from grader.shared.formats import PARAMETER_NAMES, TINY
 
 if TYPE_CHECKING:
     from torch import Tensor

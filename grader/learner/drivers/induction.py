@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.learner.drivers import tensor_text
+from grader.shared.formats import tensor_text
 
 OTHER_SEED = 1  # repeated_tokens is called again with seed + OTHER_SEED, and must draw other tokens
 

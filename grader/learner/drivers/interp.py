@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from grader.learner.drivers import COUNT_KEYS, PROBE_LOGITS, PROBE_TOKENS
 from grader.learner.drivers.replay import replaying
 from grader.learner.drivers.stand_in_transformer import Transformer as StandIn
 from grader.learner.drivers.stand_in_transformer import fault, gives
+from grader.shared.formats import COUNT_KEYS, PROBE_LOGITS, PROBE_TOKENS
 
 MODULES = {"attn": ("attention", "Attention"), "ln": ("normalization", "LayerNorm")}
 

@@ -14,8 +14,9 @@ import inspect
 
 import torch
 
-from grader.learner.drivers import beam_rows, tensor_text, text_tensor
+from grader.learner.drivers import beam_rows, text_tensor
 from grader.learner.drivers.stand_ins import TableModel, Tokenizer
+from grader.shared.formats import tensor_text
 
 
 def plain(arg: torch.Tensor):

@@ -16,7 +16,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from grader.learner.drivers import PROBE_SHAPE
+from grader.shared.formats import PROBE_SHAPE
 
 # Why a check ran on the stand-in (the reply's `stand_in`, a wire.StandIn): the learner's Transformer ...
 DOES_NOT_IMPORT, FAILS = "does not import", "fails its own check"

@@ -8,7 +8,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from grader.learner.drivers import END_OF_TEXT, tensor_text
+from grader.shared.formats import END_OF_TEXT, tensor_text
 
 
 class TableModel(nn.Module):

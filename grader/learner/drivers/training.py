@@ -1,11 +1,10 @@
-"""Drivers of the training checks, and what both processes agree on about the models they use.
+"""Drivers of the training checks.
 
 The function checks drive the learner's code with `TinyLM` (`tiny_lm`), a seeded stand-in the
 reference builder builds too, to take the grader's own step on it; only make_optimizer and the
 outcome use the learner's `Transformer`, at the TINY config (the grader's stand-in where the learner's does
-not import or fails its own check: `stand_in_transformer`). Answers that are not tensors travel
-as float64 tensors. Nothing imports torch at module level: the grader's process reads the
-constants below.
+not import or fails its own check: `stand_in_transformer`), its config and parameters named in
+`grader.shared.formats`. Answers that are not tensors travel as float64 tensors.
 """
 
 from __future__ import annotations
@@ -14,37 +13,10 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
+from grader.shared.formats import PARAMETER_NAMES, TINY
+
 if TYPE_CHECKING:
     from torch import Tensor, nn
-
-TINY = {"d_model": 32, "n_heads": 4, "d_head": 8, "d_mlp": 128, "n_layers": 1, "n_ctx": 32}  # and a d_vocab
-BLOCK_PARAMETERS = (
-    "ln1.w",
-    "ln1.b",
-    "attn.W_Q",
-    "attn.W_K",
-    "attn.W_V",
-    "attn.W_O",
-    "attn.b_Q",
-    "attn.b_K",
-    "attn.b_V",
-    "attn.b_O",
-    "ln2.w",
-    "ln2.b",
-    "mlp.W_in",
-    "mlp.b_in",
-    "mlp.W_out",
-    "mlp.b_out",
-)
-PARAMETER_NAMES = (  # the tiny Transformer's parameters, named as GPT-2's: make_optimizer's rows, in order
-    "embed.W_E",
-    "pos_embed.W_pos",
-    *(f"blocks.{layer}.{name}" for layer in range(TINY["n_layers"]) for name in BLOCK_PARAMETERS),
-    "ln_final.w",
-    "ln_final.b",
-    "unembed.W_U",
-    "unembed.b_U",
-)
 
 
 def learner_function(ctx):
