@@ -75,7 +75,7 @@ def test_grades_entry_point_imports_the_standard_library_alone_before_it_starts_
 
 
 def test_the_import_contracts_hold():
-    pytest.importorskip("importlinter", reason="import-linter 2.17 needs Python 3.11: the contracts are checked there")
+    pytest.importorskip("importlinter", reason="import-linter 2.17 needs Python 3.11, where CI checks the contracts")
     lint_imports = Path(sysconfig.get_path("scripts")) / "lint-imports"
     ran = subprocess.run(
         [str(lint_imports), "--no-cache", "--no-logo"], cwd=REPO, capture_output=True, text=True, timeout=300
@@ -124,7 +124,7 @@ def test_every_driver_a_check_names_is_a_function_of_the_learners_process():
 def test_the_sandboxs_allow_list_is_the_folders_the_learners_process_imports():
     """sandbox.LEARNER_SIDE (what a check may read of the grader) names the learner's folder and the shared
     leaves, and everything the learner's process imports of the grader, even indirectly, lies there."""
-    import grimp
+    grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter, which needs Python 3.11")
 
     from grader.shared.sandbox import LEARNER_SIDE
 
