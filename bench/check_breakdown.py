@@ -10,8 +10,7 @@ Timestamps are `time.monotonic()`, one clock for every process of the machine.
 Per check, in seconds (medians over the runs):
 
 - prep: the grader's request and scratch directory, up to the request written to the worker
-- fork: the fork server from the request to the check's process having it (warm imports; the cgroup and the fork where
-  no process forked ahead fits the request: `server.Spare`)
+- fork: the fork server from the request to the check's process having it (warm imports, the cgroup, the fork)
 - setup: in the check's process, up to the learner's first import (the reference's files opened, the caps, the
   sandbox)
 - import: the learner's modules imported (compiled from source)
@@ -64,21 +63,19 @@ def _worker() -> None:
 
     run_one = server.run_one
 
-    def timed_run_one(request, answer_fd, spare=None):
+    def timed_run_one(request, answer_fd):
         state["check"] = request.check
         mark("request")
         try:
-            return run_one(request, answer_fd, spare)
+            return run_one(request, answer_fd)
         finally:
             mark("answered")
 
-    waited_for = server.waited_for
+    check_process = server.check_process
 
-    def timed_waited_for(request_end):
-        request = waited_for(request_end)  # a check's process forked ahead has its request only now
-        state["check"] = request.check
-        mark("child")
-        return request
+    def timed_check_process(answer_fd, printed, group, request):
+        mark("child")  # in the check's process, just forked
+        return check_process(answer_fd, printed, group, request)
 
     def around(owner, name: str, before: str, after: str, outermost: bool = False) -> None:
         original, depth = getattr(owner, name), [0]  # this wrapper's own nesting: an import inside an import
@@ -97,7 +94,7 @@ def _worker() -> None:
 
         setattr(owner, name, wrapped)
 
-    server.run_one, server.waited_for = timed_run_one, timed_waited_for
+    server.run_one, server.check_process = timed_run_one, timed_check_process
     around(package.LearnerPackage, "module", "import", "imported", outermost=True)
     around(cases.CaseContext, "module", "build", "built")
     around(server, "run_request", "run", "ran")

@@ -5,26 +5,19 @@ model's `nn.init.normal_` cost about 2 s per check), and the fork server imports
 dependencies once instead of each check's process (torch.optim's first optimizer imports
 torch._dynamo). The verdicts with the fills skipped equal those with them paid for, on the
 solutions, the stubs, and each written-wrong variant of test_mistakes and test_interp at its check.
-A check runs in the process the fork server forked ahead of it (`server.Spare`) only where that process is
-the one it would have forked.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
-from dataclasses import replace
 
 import pytest
 import torch
-from conftest import REPO, SOLUTIONS, write_variant
+from conftest import write_variant
 from test_interp import MISTAKES as INTERP_MISTAKES
 from verdicts import NAMES, expected_statuses, verdicts
 
 from grader.checks import registry
-from grader.host.runner import Limits
-from grader.host.runner.request import request_for
 from grader.learner import server, weights
 from grader.shared import wire
 
@@ -61,50 +54,6 @@ def test_a_drivers_imports_are_warmed_before_the_fork(monkeypatch):
     request = wire.Request("", "", target, [], "", "", "", 1.0, 0, warm_imports=list(check.warm_imports))
     server.warm_imports(request)
     assert {"grader.learner.drivers.training", "torch._dynamo"} <= set(sys.modules)
-
-
-# A fork server of its own (the test's process must not become one: it would end the session's workers): each
-# request of stdin in turn, given a spare that fits it, then one made for another memory limit, then one forked before
-# the fork server imported what the request warms.
-UNIMPORTED = "tabnanny"  # a module no process of the grader imports
-SPARE_SERVER = """
-import json, os, sys
-from grader.learner import server
-from grader.shared import sandbox, wire
-
-sandbox.become_subreaper()
-forked = []
-fork = os.fork
-os.fork = lambda: forked.append(fork()) or forked[-1]
-requests = [wire.parse_request(line) for line in sys.stdin]
-assert "tabnanny" not in sys.modules
-answer_fd = os.dup(1)
-for request, memory_bytes in zip(requests, (0, 1, 0)):
-    spare = server.Spare(request.memory_bytes + memory_bytes, answer_fd)
-    answer = server.run_one(request, answer_fd, spare)
-    ended = not os.path.exists(f"/proc/{spare.pid}")  # reaped, used or not
-    print(json.dumps({"answer": answer.ending, "forks": len(forked), "ended": ended}))
-"""
-
-
-def test_a_check_runs_in_the_spare_forked_ahead_only_where_it_fits(reference, tmp_path):
-    check = next(check for check in registry() if check.id == "embed")
-    scratches = [tmp_path / name for name in ("fits", "another_limit", "warms_an_import")]
-    requests = []
-    for scratch in scratches:
-        scratch.mkdir()
-        requests.append(request_for(SOLUTIONS, check, reference, scratch, Limits(fork=True)))
-    requests[2] = replace(requests[2], warm_imports=[UNIMPORTED])
-    lines = "\n".join(request.to_json() for request in requests)
-    ran = subprocess.run([sys.executable, "-c", SPARE_SERVER], cwd=REPO, input=lines, text=True, capture_output=True,
-                         timeout=120)  # fmt: skip
-    assert ran.returncode == 0, ran.stderr[-2000:]
-    fits, another_limit, warms = (json.loads(line) for line in ran.stdout.splitlines())
-    assert fits == {"answer": "answered", "forks": 1, "ended": True}  # the spare's own fork, and no other
-    assert another_limit == {"answer": "answered", "forks": 3, "ended": True}  # the spare ended, the check forked anew
-    assert warms == {"answer": "answered", "forks": 5, "ended": True}
-    for scratch in scratches:
-        assert json.loads((scratch / wire.REPLY_FILE).read_text())["status"] == "ran"
 
 
 INTERP_NAMES = [f"interp: {check_id}" for check_id in INTERP_MISTAKES]

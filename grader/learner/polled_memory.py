@@ -34,7 +34,7 @@ def socket_bytes() -> int:
 
 
 def check_processes_apart_from(pid: int) -> set[int]:
-    """The fork server's other descendants as the check `pid` starts (a spare, a lane's twin): as its subreaper, the
+    """The fork server's other descendants as the check `pid` starts (a lane's twin): as its subreaper, the
     fork server inherits every process the check orphans, so its descendants from then on, those apart, are the
     check's, the orphans included."""
     import psutil

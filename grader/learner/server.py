@@ -153,11 +153,9 @@ class PrintedOutput:
         return replace(answer, printed=self.kept.decode("utf-8", errors="replace"), printed_beyond=self.beyond)
 
 
-def check_process(
-    answer_fd: int, printed: PrintedOutput, group: CheckGroup | None, requested: Callable[[], Request]
-) -> None:
-    """The forked child: into its group, its output into the pipe, the caps; then its request (`requested`: the one
-    at hand, or the one a spare waits for), the sandbox, the check; never returns."""
+def check_process(answer_fd: int, printed: PrintedOutput, group: CheckGroup | None, request: Request) -> None:
+    """The forked child: into its group, its output into the pipe, the caps; then the sandbox and the check; never
+    returns."""
     try:
         if group is not None:
             group.join()  # first: everything the check allocates from here on is charged to its group
@@ -170,7 +168,6 @@ def check_process(
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
         limit_files()
-        request = requested()
         use_scratch_for_temporary_files(Path(request.scratch))
         run_check(request, forked=True, policy=policy_for(request))
     finally:
@@ -179,56 +176,9 @@ def check_process(
 
 def policy_for(request: Request) -> sandbox.Policy | None:
     """The check's sandbox, where it has one. The fork server works it out for each request, keeping the package's
-    rules from one check to the next (`sandbox.allow_lists`, `sandbox.package_ruleset`); the check's process works it
-    out again from the copy it was forked with: nothing to do where that copy has the package's rules, and only a
-    spare forked before a new package's first request makes them itself."""
+    rules from one check to the next (`sandbox.allow_lists`, `sandbox.package_ruleset`); the check's process, forked
+    after, finds them in its copy."""
     return sandbox.policy_for(Path(request.package).resolve(), Path(request.scratch)) if request.sandbox else None
-
-
-class Spare:
-    """The next check's process, forked ahead of its request once the last check's answer is written, while the
-    grader reads it: by the request, it has forked and joined its cgroup (a cgroup v1 move waits out an RCU grace
-    period: 5 to 25 ms here), and waits on a pipe. It takes only a request it is the same process for: one of the
-    memory limit its group has, for which the fork server imports nothing more (`warm_imports`): any other, and it is
-    ended and the check forked anew. It gets its sandbox from its request as any check's process does: its caches
-    are the fork server's as they were at the fork, and any rule they lack it works out itself."""
-
-    def __init__(self, memory_bytes: int, answer_fd: int):
-        self.memory_bytes = memory_bytes
-        self.group = CheckGroup.make(next(_check_numbers), memory_bytes, sandbox.CHECK_PROCESSES)
-        self.printed = PrintedOutput()
-        request_end, self.requests = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:
-            os.close(self.requests)
-            check_process(answer_fd, self.printed, self.group, lambda: waited_for(request_end))
-        os.close(request_end)
-        os.close(self.printed.write_end)
-
-    def fits(self, request: Request) -> bool:
-        return request.fork and request.memory_bytes == self.memory_bytes
-
-    def start(self, request: Request) -> None:
-        """The request written to the spare; should it have died waiting, `supervise` reads how it ended."""
-        with contextlib.suppress(BrokenPipeError), os.fdopen(self.requests, "w") as pipe:
-            pipe.write(request.to_json())
-
-    def end(self) -> None:
-        """Ended unused: its pipe closes with no request, and it exits."""
-        os.close(self.requests)
-        os.waitpid(self.pid, 0)
-        self.printed.close()
-        if self.group is not None:
-            self.group.remove()
-
-
-def waited_for(request_end: int) -> Request:
-    """A spare's request, once the fork server writes it; none (the pipe closed empty): the spare is not needed."""
-    with os.fdopen(request_end) as pipe:
-        line = pipe.read()
-    if not line:
-        os._exit(0)
-    return wire.parse_request(line)
 
 
 def supervise(pid: int, request: Request, printed: PrintedOutput, group: CheckGroup | None) -> wire.WorkerAnswer:
@@ -289,24 +239,25 @@ def exit_reason(status: int) -> str:
     return f"the check's process exited with code {os.WEXITSTATUS(status)} before answering (sys.exit or os._exit?)"
 
 
-def run_one(request: Request, answer_fd: int, spare: Spare | None = None) -> wire.WorkerAnswer:
-    """The check's answer: run here, or in a fork of its own (`spare`, where it fits; ended where it does not)."""
-    imported = warm_imports(request)  # then the spare, forked before, does not have them
-    if spare is not None and (imported or not spare.fits(request)):
-        spare.end()
-        spare = None
+def run_one(request: Request, answer_fd: int) -> wire.WorkerAnswer:
+    """The check's answer: run here, or in a fork of its own, in its own cgroup where one can be made."""
+    warm_imports(request)
     if not request.fork:  # the check runs here; the grader restarts this process for the next package
         run_check(request, forked=False)
         sandbox.end_descendants()
         return wire.WorkerAnswer("answered")
-    policy_for(request)  # what this process keeps for the package: its next spare inherits it
-    spare = spare or Spare(request.memory_bytes, answer_fd)
+    policy_for(request)  # what this process keeps for the package: the check's fork inherits it
+    group = CheckGroup.make(next(_check_numbers), request.memory_bytes, sandbox.CHECK_PROCESSES)
+    printed = PrintedOutput()
+    pid = os.fork()
+    if pid == 0:
+        check_process(answer_fd, printed, group, request)
+    os.close(printed.write_end)
     try:
-        spare.start(request)
-        return supervise(spare.pid, request, spare.printed, spare.group)
+        return supervise(pid, request, printed, group)
     finally:
-        if spare.group is not None:
-            spare.group.remove()
+        if group is not None:
+            group.remove()
 
 
 def preload() -> None:
@@ -320,17 +271,16 @@ def preload() -> None:
                 importlib.import_module(name)
 
 
-def warm_imports(request: Request) -> bool:
+def warm_imports(request: Request) -> None:
     """Import, once and before the fork, the check's driver and what the code it drives imports anyway
     (`Check.warm_imports`): paid in every check's process otherwise. Grader and library code only, never the
-    learner's. Whether any was imported now."""
+    learner's."""
     driver = (request.target.driver or "").partition(":")[0]
     missing = [name for name in [driver] * bool(driver) + request.warm_imports if name not in sys.modules]
     if missing:
         with collection_paused():
             for name in missing:
                 importlib.import_module(name)
-    return bool(missing)
 
 
 def answer_channel() -> TextIO:
@@ -353,14 +303,6 @@ def serve() -> None:
     sandbox.become_subreaper()
     answers.write(wire.ready_line(os.getpid()) + "\n")
     answers.flush()
-    spare = None
     for line in sys.stdin:
-        request = wire.parse_request(line)
-        answer = run_one(request, answers.fileno(), spare)
-        answers.write(answer.to_json() + "\n")
+        answers.write(run_one(wire.parse_request(line), answers.fileno()).to_json() + "\n")
         answers.flush()
-        # The next check's process, forked while the grader reads this answer; ended unused if the next request
-        # does not fit it, or when the grader is gone.
-        spare = Spare(request.memory_bytes, answers.fileno()) if request.fork else None
-    if spare is not None:
-        spare.end()
