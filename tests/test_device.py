@@ -43,7 +43,7 @@ def test_cpu_and_auto_give_the_same_verdicts(name, grade, tmp_path_factory):
     assert cpu and expected_statuses(name, cpu)
 
 
-@pytest.mark.fast
+@pytest.mark.portable
 @pytest.mark.parametrize(
     "variant", [pytest.param(name, marks=() if name == "a literal device" else pytest.mark.slow) for name in HARD_CODED]
 )
@@ -57,7 +57,7 @@ def test_a_hard_coded_device_gets_the_device_message(variant, fork, grade, tmp_p
         assert "Tensor on device" not in results[check_id].message and results[check_id].file == "attention.py"
 
 
-@pytest.mark.fast
+@pytest.mark.portable
 @pytest.mark.slow  # a worker each; make test grades the literal device above, ci.yml these on macOS and Windows
 @pytest.mark.parametrize("device", ["cuda", "mps"])
 def test_a_device_torch_does_not_find_is_named(device, grade):

@@ -34,7 +34,7 @@ def quick(names: Sequence[str], table: dict, quick_ones: tuple[str, ...]) -> lis
     return [pytest.param(*table[name], id=name, marks=() if name in quick_ones else pytest.mark.slow) for name in names]
 
 
-@pytest.mark.fast
+@pytest.mark.portable
 @pytest.mark.parametrize(("statement", "status", "fragment"), quick(ENDS_ANY_PROCESS, BREAKING, ("os._exit",)))
 def test_a_check_that_breaks_the_worker_costs_only_itself(statement, status, fragment, grade, tmp_path):
     """A fresh worker serves the checks after one that hangs or ends the worker."""
@@ -54,7 +54,7 @@ def test_a_segfault_is_named(grade, tmp_path):
     assert results["mlp"].status == "pass"
 
 
-@pytest.mark.fast
+@pytest.mark.portable
 @pytest.mark.slow  # waits out its timeout; test_hostile's infinite loop, forked, runs in `make test`
 def test_the_timeout_is_the_checks_own(grade, tmp_path, monkeypatch):
     """The grader kills the hung worker at the check's timeout, not after the grace period a fork server
@@ -106,7 +106,7 @@ def test_patched_comparisons_fool_nothing(grade, tmp_path):
     assert results["attention"].status == "fail" and results["mlp"].status == "pass"
 
 
-@pytest.mark.fast
+@pytest.mark.portable
 @pytest.mark.slow  # the `grade` command; test_first_report's printed lines, forked, run in `make test`
 def test_learner_output_never_reaches_the_answers_or_the_report(reference, tmp_path):
     """Unforked, the learner's code prints on the worker's stdout, which is no longer the answer channel."""

@@ -15,7 +15,7 @@ from unittest import mock
 import pytest
 from conftest import REPO
 
-pytestmark = pytest.mark.fast
+pytestmark = pytest.mark.portable
 CPU = "https://download.pytorch.org/whl/cpu"
 VERSION = re.search(r"^TORCH_VERSION \?= (\S+)$", (REPO / "Makefile").read_text(), re.MULTILINE).group(1)
 

@@ -143,7 +143,7 @@ def test_ci_workflow_runs_the_fast_tests_on_every_platform_without_make():
 
 
 def test_ci_platform_commands_run_here():
-    """The set-up as a dry run, and the test command collecting only fast and learner tests."""
+    """The set-up as a dry run, and the test command collecting only portable and learner tests."""
     setup, pytest_command = platform_commands()[0], platform_commands()[-1]
     dry = subprocess.run([sys.executable, *setup.split()[1:], "--dry-run"], capture_output=True, text=True, cwd=REPO)
     assert dry.returncode == 0 and "--index-url https://download.pytorch.org/whl/cpu" in dry.stdout, dry.stderr
