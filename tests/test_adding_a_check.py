@@ -145,14 +145,27 @@ def test_the_pages_commands_exist():
 
 
 def test_the_steps_name_each_file_the_tests_require_in_order():
-    """Solution, stub, check file with its PAGE, the variant, with each table the tests read, then the page's
-    generated block (which tests/test_course_pages.py reads)."""
+    """Solution, stub, check file with its PAGE, its driver where it needs one, the variant, with each table the
+    tests read, the page's generated block (which tests/test_course_pages.py reads), then the README's table."""
     text = DOC.read_text()
     course = "python -m grader.host.course"
-    steps = ["solutions/", "make stubs", "grader/checks/model/", "`PAGE`", *VARIANT_TABLES, course]
+    steps = ["solutions/", "make stubs", "grader/checks/model/", "`PAGE`", "grader/learner/drivers/", *VARIANT_TABLES]
+    steps += [course, "README.md"]
     positions = [text.find(step) for step in steps]
     assert -1 not in positions and positions == sorted(positions), dict(zip(steps, positions, strict=True))
     assert "VARIANTS_ELSEWHERE" in text and "EXEMPT" in text
+
+
+def readme_table_checks() -> list[str]:
+    """The check ids in the last column of the README's tables of exercises (rows `| <n> | file | ... | checks |`)."""
+    rows = [line for line in (REPO / "README.md").read_text().splitlines() if re.match(r"\| \d+ \|", line)]
+    return [check for row in rows for check in re.findall(r"`([a-z_.]+)`", row.rstrip("|").split("|")[-1])]
+
+
+def test_the_readmes_tables_name_every_check_once():
+    """Step 6: a new check is a row of its part's table in the README, where learners find what to write."""
+    named = readme_table_checks()
+    assert sorted(named) == sorted(check.id for check in registry())
 
 
 def test_the_check_file_template_is_what_the_registry_reads():
