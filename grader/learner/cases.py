@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import inspect
 from dataclasses import is_dataclass, replace
 from pathlib import Path
 
@@ -61,7 +62,7 @@ class CaseContext:
     def module(self, cls):
         """`cls(Config())` of the learner's package, loaded with this case's reference weights; at the case's
         own config, with its own weights, where it names another model (`CaseSpec.config`)."""
-        memo = (cls, self.case.weights, tuple(self.case.overrides), tuple(sorted(self.case.config.items())))
+        memo = self._memo(cls)
         if memo not in self._built:
             self._built = {}  # one at a time: the whole model is large
             module, facts = self._loaded(cls)
@@ -74,10 +75,14 @@ class CaseContext:
 
     def stand_in(self, cls):
         """The grader's own module `cls`, loaded as `module` loads the learner's (`device_truth`); one at a time."""
-        memo = (cls, self.case.weights, tuple(self.case.overrides), tuple(sorted(self.case.config.items())))
+        memo = self._memo(cls)
         if memo not in self._stand_ins:
             self._stand_ins = {memo: self._loaded(cls)[0]}
         return self._stand_ins[memo]
+
+    def _memo(self, cls) -> tuple:
+        """What a built module is remembered by: its class, and the case's weights, overrides and config."""
+        return cls, self.case.weights, tuple(self.case.overrides), tuple(sorted(self.case.config.items()))
 
     def _loaded(self, cls):
         """`cls(Config())` on the device, loaded with the case's weights, and what loading them found."""
@@ -119,8 +124,10 @@ class CaseContext:
 
     def point_at(self, function, also=()) -> None:
         """Name `function`, where the learner defined it, as the place a failing check points to; `also`, the other
-        functions it calls that a named mistake may be in."""
-        methods = [place for place in map(source_place, also) if place]
+        functions it calls that a named mistake may be in. A decorated method (torch.inference_mode) is the
+        learner's function it wraps."""
+        function = inspect.unwrap(function)
+        methods = [place for place in (source_place(inspect.unwrap(f)) for f in also) if place]
         self.update_reply(target_where=source_place(function), in_place=in_place_update(function), methods=methods)
 
 

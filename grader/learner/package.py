@@ -193,9 +193,8 @@ def source_place(function) -> Place | None:
     """Where the learner defined `function`: the place a failing check points to."""
     import inspect
 
-    try:  # a decorated method (torch.inference_mode) is the learner's where its wrapper says it was defined
-        function = inspect.unwrap(function)
+    try:
         file, line = Path(inspect.getsourcefile(function)).name, inspect.getsourcelines(function)[1]
-    except (TypeError, OSError, ValueError):  # ValueError: a cycle of __wrapped__
+    except (TypeError, OSError):
         return None
     return Place(file, line, function=getattr(function, "__qualname__", ""))

@@ -14,7 +14,7 @@ from grader.checks import Check
 from grader.host.refcache import ReferenceData
 from grader.host.runner.replies import Outcome
 from grader.shared import wire
-from grader.shared.compare import allclose
+from grader.shared.compare import CaseComparison, allclose
 
 Ask = Callable[[wire.Request], Outcome]  # a request's outcome, run in a new scratch directory
 
@@ -28,12 +28,12 @@ def on_the_cpu_if_misled(
         return request, outcome
     device = outcome.reply.device or "this device"
     fault = probe_fault(check, outcome, reference, device)
-    if fault == "" or (fault is None and (not ran(outcome) or all_pass(check, outcome, reference))):
+    if fault == "" or (fault is None and (not outcome.completed or all_pass(check, outcome, reference))):
         return request, outcome  # the device is right, or the check does not fail there
     on_cpu = replace(request, device="cpu")
     cpu = ask(on_cpu)
     if fault is None:  # unprobed: the device is suspect only where the CPU passes what it failed
-        if not (ran(cpu) and all_pass(check, cpu, reference)):
+        if not (cpu.completed and all_pass(check, cpu, reference)):
             return request, outcome
         fault = f"fails on {device} and passes on the CPU, where it was graded: this device computes it differently"
     return on_cpu, replace(cpu, device_fault=fault)
@@ -42,13 +42,12 @@ def on_the_cpu_if_misled(
 def probe_fault(check: Check, outcome: Outcome, reference: ReferenceData, device: str) -> str | None:
     """Of a check probed on the device: why the device is wrong, or "" where the grader's own module is right there
     (a failure is then the learner's). None where nothing was probed."""
-    expected, compare = reference.expected(check.id), check.comparison or allclose
     probed = False
     for case in outcome.reply.outputs:
         probe = outcome.outputs.get(wire.DEVICE_PROBE.format(case=case))
         if probe is None:
             continue
-        probed, result = True, compare(probe, expected[case], check.tolerance)
+        probed, result = True, compared(check, reference, probe, case)
         if not result.ok:
             module = check.target.name
             return (
@@ -58,13 +57,11 @@ def probe_fault(check: Check, outcome: Outcome, reference: ReferenceData, device
     return "" if probed else None
 
 
-def ran(outcome: Outcome) -> bool:
-    return outcome.ending == "answered" and outcome.reply.status == "ran" and outcome.reply.bad_output is None
-
-
 def all_pass(check: Check, outcome: Outcome, reference: ReferenceData) -> bool:
-    expected, compare = reference.expected(check.id), check.comparison or allclose
     outputs = outcome.outputs
-    return all(
-        compare(outputs[wire.OUTPUT.format(case=c)], expected[c], check.tolerance).ok for c in outcome.reply.outputs
-    )
+    return all(compared(check, reference, outputs[wire.OUTPUT.format(case=c)], c).ok for c in outcome.reply.outputs)
+
+
+def compared(check: Check, reference: ReferenceData, value, case: str) -> CaseComparison:
+    """`value` against the case's expected output, by the check's own comparison, as its verdict compares."""
+    return (check.comparison or allclose)(value, reference.expected(check.id)[case], check.tolerance)

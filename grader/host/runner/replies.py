@@ -30,6 +30,11 @@ class Outcome:
     def message(self) -> str:
         return self.error or self.reply.error
 
+    @property
+    def completed(self) -> bool:
+        """Whether the learner's process ran every case to an output that can be compared."""
+        return self.ending == "answered" and self.reply.status == "ran" and self.reply.bad_output is None
+
 
 def outcome_of(
     answer: wire.WorkerAnswer, scratch: Path, cases: list[wire.CaseSpec], seconds: float, traced: bool

@@ -23,8 +23,7 @@ SECOND_ROUND = 1  # the request's `round`: the seed of the learner's random draw
 def undecided(check: Check, outcome: Outcome, cases: list[wire.CaseSpec], reference: ReferenceData) -> list:
     """The cases whose first-round counts leave them undecided; none where the check draws no second round or the
     first round did not run to its end (that failure decides the check)."""
-    ran = outcome.ending == "answered" and outcome.reply.status == "ran" and outcome.reply.bad_output is None
-    if check.draws_again is None or not ran:
+    if check.draws_again is None or not outcome.completed:
         return []
     expected = reference.expected(check.id)
     # A reply that ran holds every case's output (wire.read_reply, replies.read_outputs).
@@ -35,7 +34,7 @@ def summed(first: Outcome, second: Outcome, again: list[wire.CaseSpec]) -> Outco
     """The check's outcome over both rounds: the first's, each case drawn again holding the sum of its two rounds'
     counts; or the second round's own ending where it did not run to its end."""
     seconds, printed = first.seconds + second.seconds, first.printed + second.printed
-    if second.ending != "answered" or second.reply.status != "ran" or second.reply.bad_output is not None:
+    if not second.completed:
         return replace(second, seconds=seconds, printed=printed)
     outputs = dict(first.outputs)
     for case in again:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 
 import torch
 
@@ -27,7 +26,7 @@ def plain(arg: torch.Tensor):
 def learner_method(ctx, cls_name: str, method: str | None = None):
     """The learner's `cls_name.method` (the check's method by default), remembered as the place to point at."""
     function = getattr(ctx.package.attribute("sampling", cls_name), method or ctx.target.method)
-    ctx.point_at(inspect.unwrap(function))  # past torch.inference_mode
+    ctx.point_at(function)
     return function
 
 
@@ -130,7 +129,7 @@ def checked(ctx, name: str, value):
     WrongReturn, which says what it returned, pointing at the method."""
     problem = RETURNS[name](value)
     if problem:
-        ctx.point_at(inspect.unwrap(getattr(ctx.package.attribute("sampling", "Beams"), name)))
+        ctx.point_at(getattr(ctx.package.attribute("sampling", "Beams"), name))
         raise WrongReturn(f"Beams.{name} {problem}")
     return value
 
