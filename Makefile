@@ -45,7 +45,7 @@ train: $(VENV)/.installed
 test: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)
 	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow and not stress" $(PYTEST_ARGS)
 
-# `make test-unit`: the unit tier alone (tests/test_*_unit.py; seconds, no torch, no learner's process).
+# `make test-unit`: the unit tier alone (tests/unit/; seconds, no torch, no learner's process).
 test-unit: $(VENV)/.installed-$(TEST_EXTRA)
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 

@@ -93,8 +93,8 @@ class Check:
     uses: tuple[str, ...] = ()  # the checks of the parts its target calls: a failure there is named first
     reads_gpt2: bool = True  # False: its cases hold none of GPT-2's weights or activations (runner.lanes.parallel)
     # True: it reads a part of GPT-2's weights, not the whole model, its inputs hold no other check's expected output
-    # and no other check's inputs hold its own (tests/test_lanes.py holds the cache to it): it may run beside another
-    # of GPT-2's checks.
+    # and no other check's inputs hold its own (tests/pipeline/test_lanes.py holds the cache to it): it may run
+    # beside another of GPT-2's checks.
     beside_gpt2: bool = False
     # Libraries its driver imports on first use, slow to import: imported once in the worker before the fork,
     # and the checks that need one run in the lane that imported it (runner.lanes.Schedule).

@@ -180,7 +180,7 @@ SCORES = {"induction.previous_token_scores": "previous-token", "induction.induct
 PER_TOKEN_LOSS = "induction.per_token_loss"
 ABLATION_COST = "induction.ablation_cost"
 # heads_above's thresholds by model, grader.checks.induction.THRESHOLD's (which the host may not import: that module
-# imports the learner's drivers); tests/test_figures_unit.py holds them equal.
+# imports the learner's drivers); tests/unit/test_figures_unit.py holds them equal.
 THRESHOLDS = {"small": 0.5, "gpt2": 0.4}
 REPEATED = "small.repeated"  # per_token_loss's case on the small model's own logits on [BOS, A, A]
 MAX_HEADS = 1024  # cells of a score grid or an ablation table; GPT-2's 144 heads fit

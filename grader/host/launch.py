@@ -24,7 +24,7 @@ from grader.shared.paths import REPO_ROOT
 # and anything that looks like a credential.
 SECRET = re.compile(r"^(GITHUB_|ACTIONS_|RUNNER_)|TOKEN|SECRET|PASSWORD|CREDENTIAL|_KEY$", re.IGNORECASE)
 # The learner's process. Another command that speaks the wire format may stand in for it (the unit tier's
-# fake worker, tests/fake_worker.py): `LearnerProcesses(worker_command=...)`.
+# fake worker, tests/support/fake_worker.py): `LearnerProcesses(worker_command=...)`.
 LEARNER_COMMAND = (sys.executable, "-m", "grader.learner")
 FORK_SWITCH = "GPT2_GRADER_FORK"  # 0: run checks without forks on Linux too, as on macOS and Windows
 

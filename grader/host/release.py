@@ -6,7 +6,8 @@ What goes in:
 - `exercises/`, generated afresh from `solutions/` by `grader.host.stubs`;
 - the `grader/` package, `pyproject.toml`, the `Makefile` and `.gitignore`;
 - the learner workflow, `.github/workflows/grade.yml` (feedback on every push), when it exists;
-- `tests/conftest.py` and each test module that declares `pytestmark = pytest.mark.learner`
+- `tests/conftest.py`, the session plugin and helpers it loads (TEST_SUPPORT), and each test module that
+  declares `pytestmark = pytest.mark.learner`
   (a test module is instructor-only unless it says otherwise; learner modules must pass
   without `solutions/`);
 - `README.md`, from `grader/templates/README.learner.md` with sections of the README filled in,
@@ -31,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 from grader.host.stubs import strip_solutions, write_exercises
@@ -41,7 +42,8 @@ from grader.shared.paths import REPO_ROOT
 WORKFLOW = (
     ".github/workflows/grade.yml"  # feedback on every push; Classroom 50's own workflow comes with `gh student accept`
 )
-COPIED = ("pyproject.toml", "Makefile", ".gitignore", "tests/conftest.py", WORKFLOW)
+TEST_SUPPORT = ("tests/conftest.py", "tests/support/reference_session.py", "tests/support/repo.py")
+COPIED = ("pyproject.toml", "Makefile", ".gitignore", *TEST_SUPPORT, WORKFLOW)
 README_TEMPLATE = "grader/templates/README.learner.md"
 INSTRUCTOR_SECTIONS = ("For instructors and maintainers",)  # README sections the learner README leaves out
 # Pages of docs/ that never ship: the instructors' and the maintainers'. Every other page of docs/ must be
@@ -101,11 +103,17 @@ def is_learner_test(path: Path) -> bool:
     return False
 
 
+def is_test_module(name: str) -> bool:
+    """tests/<stage>/test_*.py."""
+    path = PurePosixPath(name)
+    return path.parts[0] == "tests" and path.name.startswith("test_") and path.suffix == ".py"
+
+
 def learner_files(root: Path, files: list[str]) -> list[str]:
     def wanted(name: str) -> bool:
         if name in COPIED or name.startswith("grader/"):
             return True
-        return name.startswith("tests/test_") and name.endswith(".py") and is_learner_test(root / name)
+        return is_test_module(name) and is_learner_test(root / name)
 
     return [name for name in files if wanted(name)]
 
@@ -285,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     except ReleaseError as error:
         print(f"release: {error}", file=sys.stderr)
         return 1
-    tests = [name for name in files if name.startswith("tests/test_")]
+    tests = [name for name in files if is_test_module(name)]
     workflow = WORKFLOW if WORKFLOW in files else f"none ({WORKFLOW} does not exist)"
     print(
         f"wrote the learner repository to {args.outdir}: {len(files)} files; workflow: {workflow}; "

@@ -13,7 +13,7 @@ import sysconfig
 from pathlib import Path
 
 FORBIDDEN_PACKAGES = ("transformer_lens", "transformers")  # the reference's libraries
-# The grader files a check may read: its process's folder and the shared leaves (tests/test_layering.py
+# The grader files a check may read: its process's folder and the shared leaves (tests/tools/test_layering.py
 # holds the learner's imports to these).
 LEARNER_SIDE = ("__init__.py", "shared", "learner")
 SYSTEM_READABLE = (

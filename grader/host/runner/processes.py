@@ -22,7 +22,7 @@ class LearnerProcesses:
     once the checks are known): torch is imported while the grader reads the reference. The second lane's worker
     is the first's twin where it has one (`grader.shared.twin`), else a process of its own. Each worker runs
     `worker_command`: the learner's process, or a stand-in that speaks the wire format (the unit tier's
-    tests/fake_worker.py)."""
+    tests/support/fake_worker.py)."""
 
     def __init__(
         self,

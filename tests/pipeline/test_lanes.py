@@ -1,0 +1,174 @@
+"""Two lanes: two workers share a grading's checks, and two exclusive checks (most of GPT-2's) never run at once.
+
+A check that holds none of GPT-2's data, or only a part of GPT-2's weights (`Check.beside_gpt2`), may run beside any
+other: safe only if its inputs can tell no other check its expected outputs, and no other check's inputs its own:
+shown here on the reference cache itself, tensor by tensor, by value. The verdicts are the same as in one lane."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+
+import numpy as np
+import psutil
+import pytest
+from repo import EXERCISES, SOLUTIONS, tiered, write_variant
+from safetensors.numpy import load_file
+
+from grader.checks import registry
+from grader.host.runner import Limits, Schedule, parallel
+from grader.host.runner import lanes as lane_rules
+
+# A variant failing in each lane: attention scaled by d_head (GPT-2's lane), top-k keeping k + 1 (stand-ins).
+VARIANTS = {
+    "attention": {"attention.py": [("attn_scores / self.cfg.d_head**0.5", "attn_scores / self.cfg.d_head")]},
+    "top_k": {"sampling.py": [("logits.topk(k)", "logits.topk(k + 1)")]},
+}
+
+
+def digests(tensors: dict) -> set[str]:
+    """Each tensor's values, hashed whatever their shape and width (floats as float64, the rest as int64: a float32
+    input tells a float64 answer as well); scalars left out (a 1 or a 0 tells nothing)."""
+    arrays = (np.asarray(t) for t in tensors.values())
+    return {
+        hashlib.sha256(np.asarray(a, np.float64 if a.dtype.kind == "f" else np.int64).tobytes()).hexdigest()
+        for a in arrays
+        if a.size > 1
+    }
+
+
+@pytest.fixture(scope="module")
+def held(reference) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Each check's input digests and expected-output digests, by check id: read once for the module's tests."""
+    checks = registry()
+    return (
+        {c.id: digests(reference.inputs(c.id)) for c in checks},
+        {c.id: digests(reference.expected(c.id)) for c in checks},
+    )
+
+
+def test_the_stand_in_lane_holds_nothing_of_gpt2s_and_tells_no_expected_output(reference, held):
+    checks = registry()
+    inputs, expected = held
+    stand_ins = [c for c in checks if not c.reads_gpt2]
+    gpt2 = [c for c in checks if c.reads_gpt2]
+    assert stand_ins and gpt2
+    for check in stand_ins:  # no case loads GPT-2's weights
+        assert all(case.weights is None for case in reference.cases(check.id)), check.id
+    lane_inputs = {lane: set().union(*(inputs[c.id] for c in group)) for lane, group in
+                   (("gpt2", gpt2), ("stand-ins", stand_ins))}  # fmt: skip
+    lane_expected = {lane: set().union(*(expected[c.id] for c in group)) for lane, group in
+                     (("gpt2", gpt2), ("stand-ins", stand_ins))}  # fmt: skip
+    assert not lane_inputs["stand-ins"] & lane_expected["gpt2"]
+    assert not lane_inputs["gpt2"] & lane_expected["stand-ins"]
+    assert not lane_inputs["stand-ins"] & digests(load_file(str(reference.weights_path)))
+    for check in stand_ins:  # two stand-ins may run at the same time too
+        others = set().union(*(expected[c.id] for c in stand_ins if c is not check))
+        assert not inputs[check.id] & others, check.id
+
+
+def test_gpt2s_checks_that_run_beside_another_map_a_part_and_tell_no_expected_output(reference, held):
+    checks = registry()
+    inputs, expected = held
+    beside = [c for c in checks if c.reads_gpt2 and not c.exclusive]
+    assert beside
+    for check in beside:
+        assert all(case.weights != "" for case in reference.cases(check.id)), f"{check.id} maps the whole model"
+        others = [c for c in checks if c is not check]
+        assert not inputs[check.id] & set().union(*(expected[c.id] for c in others)), check.id
+        assert not expected[check.id] & set().union(*(inputs[c.id] for c in others)), check.id
+
+
+def test_two_lanes_only_where_forks_cores_and_a_stand_in_allow(monkeypatch):
+    checks = list(registry())
+    monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
+    assert parallel(checks, Limits(fork=True))
+    assert not parallel(checks, Limits(fork=False))  # no forks: one worker, replaced per package
+    assert not parallel([c for c in checks if c.exclusive], Limits(fork=True))  # these run one at a time
+    assert parallel([c for c in checks if c.reads_gpt2], Limits(fork=True))  # a part of GPT-2 beside the chain
+    assert parallel([c for c in checks if not c.reads_gpt2], Limits(fork=True))  # a save of sampling.py
+    monkeypatch.setattr(lane_rules, "usable_cores", lambda: 1)
+    assert not parallel(checks, Limits(fork=True))
+
+
+def test_two_lanes_sharing_a_schedule_never_run_two_exclusive_checks_at_once_and_import_once():
+    checks = list(registry())
+    schedule, running, most, taken = Schedule(checks), [], [0], {}
+    guard = threading.Lock()
+
+    def lane(name: str) -> None:
+        while (check := schedule.take(name)) is not None:
+            with guard:
+                running.append(check)
+                most[0] = max(most[0], sum(c.exclusive for c in running))
+                taken[check.id] = name
+            time.sleep(0.001)
+            with guard:
+                running.remove(check)
+            schedule.done(check)
+
+    lanes = [threading.Thread(target=lane, args=(name,)) for name in (lane_rules.GPT2_LANE, lane_rules.STAND_IN_LANE)]
+    for thread in lanes:
+        thread.start()
+    for thread in lanes:
+        thread.join(timeout=30)
+    assert most == [1] and sorted(taken) == sorted(c.id for c in checks)
+    exclusive = [c.id for c in checks if c.exclusive]
+    assert [i for i in taken if i in exclusive] == exclusive  # the exclusive checks in the course's order
+    warm = [c.id for c in checks if c.warm_imports]
+    assert len(warm) >= 2 and len({taken[i] for i in warm}) == 1  # torch._dynamo imported by one worker only
+
+
+def test_the_second_lane_runs_on_a_twin_that_the_first_workers_checks_do_not_end(reference, monkeypatch):
+    """The first worker forks the second lane's (`grader.shared.twin`) once torch is imported: a process that is no
+    descendant of it, so that the first worker ending what each of its checks started leaves it be."""
+    from grader.host import launch
+    from grader.host.pipeline import grade_package
+    from grader.host.runner import GPT2_LANE, STAND_IN_LANE, LearnerProcesses
+
+    monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
+    monkeypatch.setattr(launch, "usable_cores", lambda: 2)
+    checks = [c for c in registry() if c.id in ("embed", "pos_embed", "sampling.greedy", "beam.filter", "gelu_new")]
+    with LearnerProcesses(Limits()) as processes:
+        report = grade_package(SOLUTIONS, checks, reference, processes=processes)
+        first, twin = (processes.lanes[name].worker.process for name in (GPT2_LANE, STAND_IN_LANE))
+        assert isinstance(twin, launch.Twin) and twin.poll() is None and first.poll() is None
+        twin_process = psutil.Process(pidfd_pid(twin.pidfd))
+        assert first.pid not in {p.pid for p in twin_process.parents()}
+        assert twin_process.cmdline() == psutil.Process(first.pid).cmdline()
+    assert [r.status for r in report.checks] == ["pass"] * len(checks)
+
+
+def pidfd_pid(pidfd: int) -> int:
+    """The pid a pidfd refers to, as /proc says."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as info:
+        return next(int(line.split()[1]) for line in info if line.startswith("Pid:"))
+
+
+def one_lane_and_two(grade_in, monkeypatch) -> tuple[dict, dict]:
+    def verdicts(cores: int) -> dict:
+        monkeypatch.setattr(lane_rules, "usable_cores", lambda: cores)
+        return {r.id: (r.status, r.score, r.hint) for r in grade_in().checks}
+
+    return verdicts(1), verdicts(2)
+
+
+# make test grades the GPT-2 lane's mistake in one lane and two; make test-all the other lane's too.
+@pytest.mark.parametrize("variant", tiered(VARIANTS, ("attention",)))
+def test_a_mistake_in_either_lane_gets_the_same_verdicts_in_one_lane_or_two(variant, grade, tmp_path, monkeypatch):
+    package = write_variant(tmp_path, VARIANTS[variant])
+    checks = ("attention", "kv_cache", "sampling.greedy", "sampling.top_k")  # two of each lane
+    one, two = one_lane_and_two(lambda: grade(package, *checks), monkeypatch)
+    assert one == two
+    assert two["attention" if variant == "attention" else "sampling.top_k"][0] == "fail"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("package", [SOLUTIONS, EXERCISES], ids=str)
+def test_every_check_gets_the_same_verdicts_in_one_lane_or_two(package, reference, monkeypatch):
+    from grader.host.pipeline import grade_package
+
+    checks = list(registry())
+    one, two = one_lane_and_two(lambda: grade_package(package, checks, reference), monkeypatch)
+    assert one == two

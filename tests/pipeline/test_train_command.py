@@ -1,0 +1,44 @@
+"""`python -m grader.builder.train` (make train): the learner's loop trains, and leaves a plot, a checkpoint and
+a sample."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+from repo import EXERCISES, REPO, SOLUTIONS
+
+
+def train(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "grader.builder.train", *args]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_the_solutions_train_and_leave_a_plot_a_checkpoint_and_a_sample(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO))
+    import torch
+    from PIL import Image
+
+    from grader.builder.train import SHAPE
+    from solutions.config import Config
+    from solutions.transformer import Transformer
+
+    ran = train("--exercises", str(SOLUTIONS), "--steps", "12", "--out", str(tmp_path))
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    with Image.open(tmp_path / "loss.png") as image:
+        assert image.format == "PNG" and image.size[0] > 300
+    weights = torch.load(tmp_path / "model.pt")
+    model = Transformer(dataclasses.replace(Config(), **SHAPE, d_vocab=weights["embed.W_E"].shape[0]))
+    model.load_state_dict(weights)  # strict: every parameter of the model, and no other
+    prompt, _, written = (tmp_path / "sample.txt").read_text().partition("[...]")
+    assert prompt and written.strip()
+    assert "held-out loss" in ran.stdout
+
+
+def test_unfinished_exercises_are_one_line(tmp_path):
+    ran = train("--exercises", str(EXERCISES), "--steps", "2", "--out", str(tmp_path))
+    assert ran.returncode == 1 and ran.stderr.strip().count("\n") == 0, ran.stderr
+    assert ran.stderr.startswith("train: your code is not finished") and not (tmp_path / "model.pt").exists()
