@@ -16,10 +16,11 @@ checks' case builders call on the loaded reference, `Reference`, is in `grader.b
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -130,14 +131,14 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
     from grader.shared import wire
     from grader.shared.entry import entry_digests
 
-    expected, cases_meta = {}, {}
+    expected, cases_meta, held = {}, {}, {}
     checks = registry()
     (out / "inputs").mkdir()
     for number, check in enumerate(checks):
         progress(f"computing GPT-2's outputs for {check.id}", 0.3 + 0.6 * number / len(checks))
         if number and check.part != checks[number - 1].part:
             ref.activations.cache_clear()  # a part's activations (hundreds of MB for the long cases) go with it
-        inputs, cases_meta[check.id] = {}, []
+        inputs, answers_of_check, cases_meta[check.id] = {}, {}, []
         for case in check.cases(ref):
             for i, arg in enumerate(case.args):
                 inputs[wire.ARG.format(case=case.name, i=i)] = arg
@@ -150,7 +151,7 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
             answers |= {
                 wire.MISTAKE.format(case=case.name, i=i): value for i, value in enumerate(case.mistakes.values())
             }
-            expected |= {wire.EXPECTED.format(check=check.id, case=name): value for name, value in answers.items()}
+            answers_of_check |= {wire.EXPECTED.format(check=check.id, case=name): v for name, v in answers.items()}
             spec = wire.CaseSpec(
                 case.name,
                 len(case.args),
@@ -162,6 +163,8 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
                 case.config,
             )
             cases_meta[check.id].append(asdict(spec))
+        expected |= answers_of_check
+        held[check.id] = Held(digests(inputs), digests(answers_of_check), maps_whole_gpt2(cases_meta[check.id]))
         save_file(contiguous(inputs), str(out / "inputs" / f"{check.id}.safetensors"))
     save_file(contiguous(expected), str(out / "expected.safetensors"))
     del expected  # the builder's peak memory: the model, and one file's tensors at a time
@@ -177,11 +180,54 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
         "seed": ref.seed,
         "param_counts": counts_by_part((name, tensor.numel()) for name, tensor in parameters.items()),
         "cases": cases_meta,
+        "beside": may_run_beside(held),
         "prompt_tokens": ref.tokens["prompt"][0].tolist(),
         "small_model": small_model_facts(ref),
         "digests": entry_digests(out),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+@dataclass(frozen=True)
+class Held:
+    """What one check's cases hold: its inputs' and its expected answers' values, hashed, and whether a case maps the
+    whole of GPT-2 (weights "" and no model of its own)."""
+
+    inputs: set[str]
+    expected: set[str]
+    whole_model: bool
+
+
+def digests(tensors: dict[str, torch.Tensor]) -> set[str]:
+    """Each tensor's values, hashed whatever their shape and width (floats as float64, the rest as int64: a float32
+    input tells a float64 answer as well); scalars left out (a 1 or a 0 tells nothing)."""
+    import torch
+
+    return {
+        hashlib.sha256(
+            t.detach().to(torch.float64 if t.is_floating_point() else torch.int64).numpy().tobytes()
+        ).hexdigest()
+        for t in tensors.values()
+        if t.numel() > 1
+    }
+
+
+def maps_whole_gpt2(cases: list[dict]) -> bool:
+    return any(case["weights"] == "" and not case["config"] for case in cases)
+
+
+def may_run_beside(held: dict[str, Held]) -> list[str]:
+    """The checks that may run beside any other (runner.lanes.Schedule): none of their cases maps the whole model,
+    their inputs hold no other check's expected answer and no other check's inputs hold theirs, by value. Two of the
+    others never run at once: they could pass each other what one holds and the other must answer, or each map the
+    whole model."""
+    beside = []
+    for check_id, mine in held.items():
+        others = [theirs for other, theirs in held.items() if other != check_id]
+        tells = any(mine.inputs & theirs.expected or mine.expected & theirs.inputs for theirs in others)
+        if not mine.whole_model and not tells:
+            beside.append(check_id)
+    return beside
 
 
 def small_model_facts(ref: Reference) -> dict:

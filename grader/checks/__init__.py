@@ -76,53 +76,57 @@ class Case:
 
 
 @dataclass(frozen=True)
+class Run:
+    """How the learner's process runs a check beyond calling its target; a check that needs none of it leaves it out."""
+
+    capture: tuple[Literal["locals", "modules"], ...] = ()  # what the learner's process records for diagnosis
+    watch_inputs: bool = False  # the arguments are sent back after the call: one the target changed in place is named
+    # Libraries its driver imports on first use, slow to import: imported once in the worker before the fork, and the
+    # checks that need one run in the lane that imported it (runner.lanes.Schedule).
+    warm_imports: tuple[str, ...] = ()
+    min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
+    # A check that counts random draws: (counts, expected) -> whether a case's first round leaves it undecided. Those
+    # cases are drawn again with another seed and their counts summed (grader/host/runner/rounds.py), decided in the
+    # grader's process so that the expected answer never enters the learner's.
+    draws_again: Callable[[Any, Any], bool] | None = None
+
+
+@dataclass(frozen=True)
 class Check:
+    """What is graded: the target, its cases, how outputs compare, the points, and the checks of the parts it calls
+    (`uses`: a failure there is named first). Its page places it in the course, and so in a part (`part`). Which
+    checks may run at the same time is read from what their cases hold (grader.builder.reference.may_run_beside)."""
+
     id: str
-    part: str
     points: int
     target: Target
     summary: str
     cases: Callable[[Reference], list[Case]]
     comparison: Callable[..., Any] | None = None  # (actual, expected, tolerance) -> CaseComparison; None: allclose
     tolerance: Tolerance = Tolerance()
-    watch_inputs: bool = False
-    capture: tuple[Literal["locals", "modules"], ...] = ()  # what the learner's process records for diagnosis
-    notes: Callable[[dict[str, Any]], list[str]] | None = None
     expected_from: str = "GPT-2"  # where the expected values come from, as failure messages say
-    min_timeout: float | None = None  # seconds this check is allowed at least, whatever --timeout says
-    uses: tuple[str, ...] = ()  # the checks of the parts its target calls: a failure there is named first
-    reads_gpt2: bool = True  # False: its cases hold none of GPT-2's weights or activations (runner.lanes.parallel)
-    # True: it reads a part of GPT-2's weights, not the whole model, its inputs hold no other check's expected output
-    # and no other check's inputs hold its own (tests/pipeline/test_lanes.py holds the cache to it): it may run
-    # beside another of GPT-2's checks.
-    beside_gpt2: bool = False
-    # Libraries its driver imports on first use, slow to import: imported once in the worker before the fork,
-    # and the checks that need one run in the lane that imported it (runner.lanes.Schedule).
-    warm_imports: tuple[str, ...] = ()
-    # A check that counts random draws: (counts, expected) -> whether a case's first round leaves it undecided. Those
-    # cases are drawn again with another seed and their counts summed (grader/host/runner/rounds.py), decided in the
-    # grader's process so that the expected answer never enters the learner's.
-    draws_again: Callable[[Any, Any], bool] | None = None
+    notes: Callable[[dict[str, Any]], list[str]] | None = None  # a passing check's notes, from its evidence
+    uses: tuple[str, ...] = ()
+    run: Run = Run()
     page: str = ""  # its page of docs/course/ (e.g. "05-attention.md"): the module's PAGE, set by checks_in
 
     @property
-    def exclusive(self) -> bool:
-        """Whether it runs only while no other exclusive check does (runner.lanes.Schedule): it reads GPT-2's data and
-        may not run beside another of GPT-2's checks: two such checks together could pass each other what one holds and
-        the other must answer, or each map the whole model."""
-        return self.reads_gpt2 and not self.beside_gpt2
+    def part(self) -> str:
+        """The part of the course its page is in: the last whose first page comes before it ("" for no page)."""
+        return next((part for part, first in reversed(PARTS.items()) if self.page and first <= self.page), "")
 
 
-def on_stand_ins(checks: tuple[Check, ...]) -> tuple[Check, ...]:
-    """A module's checks whose cases hold none of GPT-2's weights or activations: stand-in models, fixed
-    logits, the corpus."""
-    return tuple(replace(check, reads_gpt2=False) for check in checks)
-
-
-# The course's parts in the order a learner meets them (Check.part). Within a part, checks follow their pages of
-# docs/course/ (numbered in reading order), and on one page a check comes after those it `uses`: grade --list,
-# the reports and the notebooks follow that order, so a new check file needs no line anywhere else.
-PARTS = ("model", "sampling", "interp", "training", "induction")
+# The course's parts in the order a learner meets them, each with its first page of docs/course/ (numbered in reading
+# order): a check's page places it in its part. Within a part, checks follow their pages, and on one page a check comes
+# after those it `uses`: grade --list, the reports and the notebooks follow that order, so a new check file needs no
+# line anywhere else.
+PARTS = {
+    "model": "01-the-model.md",
+    "sampling": "10-sampling-and-beam-search.md",
+    "interp": "14-looking-inside.md",
+    "training": "16-training.md",
+    "induction": "18-induction-heads.md",
+}
 
 
 class MisplacedCheck(LookupError):
@@ -133,13 +137,13 @@ def registry() -> tuple[Check, ...]:
     """Every check, in the order a learner meets them: the CHECK or CHECKS of each module under grader/checks/."""
     modules = (importlib.import_module(f"{__name__}.{name}") for name in check_modules())
     checks = [check for module in modules for check in checks_in(module)]
-    misplaced = [check.id for check in checks if check.part not in PARTS or not check.page]
+    misplaced = [check.id for check in checks if not check.part]
     if misplaced:  # a check no learner would meet in order: say so rather than grade it somewhere arbitrary
         raise MisplacedCheck(
-            f"{', '.join(misplaced)}: each check's part must be one of PARTS in grader/checks/__init__.py and its "
-            "module must declare PAGE, its page of docs/course/ (docs/adding-a-check.md)"
+            f"{', '.join(misplaced)}: each check's module must declare PAGE, its page of docs/course/, which places "
+            "it in a part of PARTS in grader/checks/__init__.py (docs/adding-a-check.md)"
         )
-    by_page = sorted(checks, key=lambda check: (PARTS.index(check.part), check.page))  # stable: modules' own order
+    by_page = sorted(checks, key=lambda check: check.page)  # stable: the modules' own order
     return tuple(after_what_they_use(by_page))
 
 

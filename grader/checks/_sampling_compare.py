@@ -92,7 +92,7 @@ def settled_within(support: int) -> float:
 
 
 def draws_again(actual, expected) -> bool:
-    """Whether a first round's counts leave the case undecided (Check.draws_again): they are counts of DRAWS draws,
+    """Whether a first round's counts leave the case undecided (Run.draws_again): they are counts of DRAWS draws,
     none of a token of probability 0 (either decides it now), and some frequency is farther than `settled_within`
     from its probability."""
     counts, probabilities = np.asarray(actual), np.asarray(expected, dtype=np.float64)

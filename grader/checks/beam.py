@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader.checks import Case, Check, Target, Tolerance, on_stand_ins
+from grader.checks import Case, Check, Target, Tolerance
 from grader.checks._beam_search import (
     banned_across_beams,
     banned_as_arena_broadcasts,
@@ -306,41 +306,36 @@ def beams(method: str, driver: str) -> Target:
 
 
 PAGE = "12-beam-search.md"
-CHECKS = on_stand_ins(
-    (
-        Check(
-            "beam.generate",
-            "sampling",
-            2,
-            beams("generate", "generate"),
-            "extending beams",
-            beam_generate_cases,
-            comparison=same_beams_any_order,
-            tolerance=LOGPROB_TOLERANCE,
-            expected_from="the exact beams",
-        ),
-        Check(
-            "beam.filter",
-            "sampling",
-            1,
-            beams("filter", "filter_beams"),
-            "keeping the best beams",
-            beam_filter_cases,
-            comparison=filtered_beams,
-            tolerance=LOGPROB_TOLERANCE,
-            expected_from="the exact beams",
-        ),
-        Check(
-            "beam.search",
-            "sampling",
-            2,
-            sampler("beam_search", "beam_search"),
-            "beam search",
-            beam_search_cases,
-            comparison=same_beams_in_order,
-            tolerance=LOGPROB_TOLERANCE,
-            expected_from="the exhaustive search",
-            uses=("beam.generate", "beam.filter"),  # beam_search is given: what it does, they do
-        ),
-    )
+CHECKS = (
+    Check(
+        "beam.generate",
+        2,
+        beams("generate", "generate"),
+        "extending beams",
+        beam_generate_cases,
+        comparison=same_beams_any_order,
+        tolerance=LOGPROB_TOLERANCE,
+        expected_from="the exact beams",
+    ),
+    Check(
+        "beam.filter",
+        1,
+        beams("filter", "filter_beams"),
+        "keeping the best beams",
+        beam_filter_cases,
+        comparison=filtered_beams,
+        tolerance=LOGPROB_TOLERANCE,
+        expected_from="the exact beams",
+    ),
+    Check(
+        "beam.search",
+        2,
+        sampler("beam_search", "beam_search"),
+        "beam search",
+        beam_search_cases,
+        comparison=same_beams_in_order,
+        tolerance=LOGPROB_TOLERANCE,
+        expected_from="the exhaustive search",
+        uses=("beam.generate", "beam.filter"),  # beam_search is given: what it does, they do
+    ),
 )

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader.checks import Case, Check, Target, Tolerance, driven, on_stand_ins
+from grader.checks import Case, Check, Run, Target, Tolerance, driven
 from grader.checks._induction_circuits import (
     ablate_head_cases,
     ablation_cost_cases,
@@ -284,34 +284,27 @@ def induction(name: str, driver: str | None = "scalars") -> Target:
 EXACT = Tolerance(atol=0.0, rtol=0.0)
 PAGE = "19-induction.md"
 CHECKS = (
-    *on_stand_ins(
-        (
-            Check(
-                "induction.repeated_tokens",
-                "induction",
-                1,
-                induction("repeated_tokens", "repeated"),
-                "[BOS, A, A] random tokens",
-                repeated_tokens_cases,
-                comparison=repeated_properties,
-                tolerance=EXACT,
-                expected_from="what a repeated sequence is",
-            ),
-            Check(
-                "induction.per_token_loss",
-                "induction",
-                1,
-                induction("per_token_loss", None),
-                "the loss of each next token",
-                per_token_loss_cases,
-                expected_from="the grader's cross-entropy (small: the induction model's logits)",
-            ),
-        )
+    Check(
+        "induction.repeated_tokens",
+        1,
+        induction("repeated_tokens", "repeated"),
+        "[BOS, A, A] random tokens",
+        repeated_tokens_cases,
+        comparison=repeated_properties,
+        tolerance=EXACT,
+        expected_from="what a repeated sequence is",
+    ),
+    Check(
+        "induction.per_token_loss",
+        1,
+        induction("per_token_loss", None),
+        "the loss of each next token",
+        per_token_loss_cases,
+        expected_from="the grader's cross-entropy (small: the induction model's logits)",
     ),
     # These have GPT-2 cases when the reference is GPT-2's own weights; their notes say which model each case ran on.
     Check(
         "induction.previous_token_scores",
-        "induction",
         1,
         induction("previous_token_scores", None),
         "previous-token scores of every head",
@@ -321,18 +314,18 @@ CHECKS = (
     ),
     Check(
         "induction.induction_scores",
-        "induction",
         2,
         induction("induction_scores"),
         "induction scores of every head",
         induction_scores_cases,
-        watch_inputs=True,  # the report draws the small model's patterns, this check's input (figures.model_patterns)
+        run=Run(
+            watch_inputs=True
+        ),  # the report draws the small model's patterns, this check's input (figures.model_patterns)
         notes=which_models,
         expected_from=FROM_THE_MODEL,
     ),
     Check(
         "induction.heads_above",
-        "induction",
         1,
         induction("heads_above", "heads"),
         "the heads above a threshold",
@@ -341,22 +334,16 @@ CHECKS = (
         notes=which_models,
         expected_from=FROM_THE_MODEL,
     ),
-    *on_stand_ins(
-        (
-            Check(
-                "induction.ablate_head",
-                "induction",
-                1,
-                induction("ablate_head"),
-                "zero- and mean-ablating a head on hook_z",
-                ablate_head_cases,
-                expected_from=FROM_THE_MODEL,
-            ),
-        )
+    Check(
+        "induction.ablate_head",
+        1,
+        induction("ablate_head"),
+        "zero- and mean-ablating a head on hook_z",
+        ablate_head_cases,
+        expected_from=FROM_THE_MODEL,
     ),
     Check(
         "induction.ablation_cost",
-        "induction",
         1,
         induction("ablation_cost"),
         "what ablating a head costs on the repeated half",
@@ -364,30 +351,22 @@ CHECKS = (
         notes=ablation_cost_notes,
         expected_from=FROM_THE_MODEL,
         uses=("induction.per_token_loss",),
-        beside_gpt2=True,
     ),
-    *on_stand_ins(
-        (
-            Check(
-                "induction.direct_logit_attribution",
-                "induction",
-                2,
-                induction("direct_logit_attribution", None),
-                "each head's direct effect on the next token's logit",
-                direct_logit_attribution_cases,
-                expected_from=FROM_THE_MODEL,
-            ),
-        )
+    Check(
+        "induction.direct_logit_attribution",
+        2,
+        induction("direct_logit_attribution", None),
+        "each head's direct effect on the next token's logit",
+        direct_logit_attribution_cases,
+        expected_from=FROM_THE_MODEL,
     ),
     Check(
         "induction.k_composition",
-        "induction",
         1,
         induction("k_composition_score", None),
         "K-composition of an earlier head into a later one",
         k_composition_cases,
         notes=which_models,
         expected_from=FROM_THE_MODEL,
-        beside_gpt2=True,
     ),
 )

@@ -311,7 +311,6 @@ PAGE = "15-interp.md"
 CHECKS = (
     Check(
         "interp.parameter_counts",
-        "interp",
         1,
         interp("parameter_counts", "counts"),
         "parameter counts",
@@ -321,7 +320,6 @@ CHECKS = (
     ),
     Check(
         "interp.logit_lens",
-        "interp",
         2,
         interp("logit_lens", "on_model"),
         "the logit lens",
@@ -331,35 +329,28 @@ CHECKS = (
     ),
     Check(
         "interp.qk_circuit",
-        "interp",
         1,
         interp("qk_circuit", "head_circuit"),
         "a head's QK circuit",
         circuit_cases("qk"),
-        beside_gpt2=True,
     ),
     Check(
         "interp.ov_circuit",
-        "interp",
         1,
         interp("ov_circuit", "head_circuit"),
         "a head's OV circuit",
         circuit_cases("ov"),
-        beside_gpt2=True,
     ),
     Check(
         "interp.fold_layernorm",
-        "interp",
         2,
         interp("fold_layernorm", "fold"),
         "folding LayerNorm into the next map",
         fold_layernorm_cases,
         expected_from=EXACT,
-        beside_gpt2=True,
     ),
     Check(
         "interp.direct_path",
-        "interp",
         1,
         interp("direct_path_logits", "on_model"),
         "the direct path's logits",
@@ -368,7 +359,6 @@ CHECKS = (
     ),
     Check(
         "interp.is_tied",
-        "interp",
         1,
         interp("is_tied", "tied"),
         "tied embeddings",
@@ -378,13 +368,11 @@ CHECKS = (
     ),
     Check(
         "interp.erase_direction",
-        "interp",
         1,
         interp("erase_direction", None),
         "a neuron that erases a direction",
         erase_direction_cases,
         tolerance=Tolerance(atol=1e-5, rtol=1e-5),
         expected_from=EXACT,
-        beside_gpt2=True,
     ),
 )

@@ -133,7 +133,6 @@ PAGE = "13-kv-cache.md"
 CHECKS = (
     Check(
         "kv_cache",
-        "sampling",
         2,
         Target("kv_cache", "CachedTransformer", "forward", driver=f"{DRIVERS}:cached_model"),
         "bonus: a key-value cache",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader.checks import Case, Check, Target, Tolerance, on_stand_ins
+from grader.checks import Case, Check, Run, Target, Tolerance
 from grader.checks._sampling_compare import (
     DRAWS,
     ROUNDS,
@@ -305,9 +305,7 @@ def sampler(method: str, driver: str) -> Target:
 def exact(check_id: str, method: str, summary: str, cases, comparison, tolerance: Tolerance | None = None) -> Check:
     """One step of sampling, one point: the method called once per case, against the exact answer."""
     target = sampler(method, "call")
-    return Check(
-        check_id, "sampling", 1, target, summary, cases, comparison, tolerance or Tolerance(), expected_from=EXACT
-    )
+    return Check(check_id, 1, target, summary, cases, comparison, tolerance or Tolerance(), expected_from=EXACT)
 
 
 def drawn(check_id: str, points: int, method: str, summary: str, cases, comparison=frequencies) -> Check:
@@ -316,45 +314,39 @@ def drawn(check_id: str, points: int, method: str, summary: str, cases, comparis
     target = sampler(method, "draw")
     return Check(
         check_id,
-        "sampling",
         points,
         target,
         summary,
         cases,
         comparison,
         expected_from="the exact distribution",
-        draws_again=draws_again,
+        run=Run(draws_again=draws_again),
     )
 
 
 PAGE = "11-sampling.md"
-CHECKS = on_stand_ins(
-    (
-        exact("sampling.greedy", "greedy_search", "greedy decoding", greedy_cases, same_token),
-        exact("sampling.temperature", "apply_temperature", "temperature", temperature_cases, close, LOGITS_TOLERANCE),
-        exact(
-            "sampling.frequency_penalty",
-            "apply_frequency_penalty",
-            "frequency penalty",
-            frequency_penalty_cases,
-            close,
-            LOGITS_TOLERANCE,
-        ),
-        drawn("sampling.basic", 1, "sample_basic", "sampling from softmax(logits)", basic_cases),
-        drawn("sampling.top_k", 1, "sample_top_k", "top-k sampling", top_k_cases, drawn_from("the top k")),
-        drawn(
-            "sampling.top_p", 2, "sample_top_p", "top-p (nucleus) sampling", top_p_cases, drawn_from("the top-p set")
-        ),
-        Check(
-            "sampling.generate",
-            "sampling",
-            2,
-            sampler("sample", "sample"),
-            "the generation loop",
-            generation_cases,
-            comparison=same_text,
-            expected_from="the expected text",
-            uses=("sampling.greedy",),  # the loop is graded greedily: sample_next_token calls greedy_search
-        ),
-    )
+CHECKS = (
+    exact("sampling.greedy", "greedy_search", "greedy decoding", greedy_cases, same_token),
+    exact("sampling.temperature", "apply_temperature", "temperature", temperature_cases, close, LOGITS_TOLERANCE),
+    exact(
+        "sampling.frequency_penalty",
+        "apply_frequency_penalty",
+        "frequency penalty",
+        frequency_penalty_cases,
+        close,
+        LOGITS_TOLERANCE,
+    ),
+    drawn("sampling.basic", 1, "sample_basic", "sampling from softmax(logits)", basic_cases),
+    drawn("sampling.top_k", 1, "sample_top_k", "top-k sampling", top_k_cases, drawn_from("the top k")),
+    drawn("sampling.top_p", 2, "sample_top_p", "top-p (nucleus) sampling", top_p_cases, drawn_from("the top-p set")),
+    Check(
+        "sampling.generate",
+        2,
+        sampler("sample", "sample"),
+        "the generation loop",
+        generation_cases,
+        comparison=same_text,
+        expected_from="the expected text",
+        uses=("sampling.greedy",),  # the loop is graded greedily: sample_next_token calls greedy_search
+    ),
 )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader.checks import Case, Check, Target, Tolerance, driven, on_stand_ins
+from grader.checks import Case, Check, Run, Target, Tolerance, driven
 from grader.checks._training_oracle import (
     cross_entropy,
     decayed_by_name,
@@ -314,22 +314,23 @@ def training(name: str, driver: str | None, method: str | None = None) -> Target
 
 
 EXACT = {"tolerance": Tolerance(atol=1e-5, rtol=1e-5), "expected_from": FIRST_PRINCIPLES}
-OPTIMIZER = {"warm_imports": ("torch._dynamo",)}  # torch.optim's first optimizer imports it: about 2 s
+OPTIMIZER = ("torch._dynamo",)  # torch.optim's first optimizer imports it: about 2 s
 PAGE = "17-training-loop.md"
-CHECKS = on_stand_ins((
-    Check("training.next_token_loss", "training", 1, training("next_token_loss", None), "the next-token loss",
+CHECKS = (
+    Check("training.next_token_loss", 1, training("next_token_loss", None), "the next-token loss",
           next_token_loss_cases, **EXACT),
-    Check("training.make_optimizer", "training", 1, training("make_optimizer", "groups"),
+    Check("training.make_optimizer", 1, training("make_optimizer", "groups"),
           "AdamW with decay on the matrices only", make_optimizer_cases, comparison=same_groups,
-          expected_from=FIRST_PRINCIPLES, **OPTIMIZER),
-    Check("training.lr_at", "training", 1, training("lr_at", "schedule"), "warm-up and cosine decay", lr_at_cases,
+          expected_from=FIRST_PRINCIPLES, run=Run(warm_imports=OPTIMIZER)),
+    Check("training.lr_at", 1, training("lr_at", "schedule"), "warm-up and cosine decay", lr_at_cases,
           tolerance=Tolerance(atol=1e-12, rtol=1e-9), expected_from=FIRST_PRINCIPLES),
-    Check("training.train_step", "training", 2, training("train_step", "steps"), "one optimisation step",
-          train_step_cases, uses=("training.next_token_loss",), **EXACT, **OPTIMIZER),
-    Check("training.evaluate", "training", 1, training("evaluate", "evaluation"), "evaluation: loss and accuracy",
+    Check("training.train_step", 2, training("train_step", "steps"), "one optimisation step",
+          train_step_cases, uses=("training.next_token_loss",), **EXACT, run=Run(warm_imports=OPTIMIZER)),
+    Check("training.evaluate", 1, training("evaluate", "evaluation"), "evaluation: loss and accuracy",
           evaluate_cases, uses=("training.next_token_loss",), **EXACT),
-    Check("training.trainer", "training", 3, training("Trainer", "outcome", "fit"),
+    Check("training.trainer", 3, training("Trainer", "outcome", "fit"),
           "the loop trains a tiny Transformer", outcome_cases, comparison=below_threshold, notes=outcome_notes,
-          tolerance=Tolerance(atol=0.0, rtol=1e-6), expected_from="the bar to clear", min_timeout=OUTCOME_TIMEOUT,
-          uses=("training.make_optimizer", "training.lr_at", "training.train_step"), **OPTIMIZER),
-))  # fmt: skip
+          tolerance=Tolerance(atol=0.0, rtol=1e-6), expected_from="the bar to clear",
+          uses=("training.make_optimizer", "training.lr_at", "training.train_step"),
+          run=Run(warm_imports=OPTIMIZER, min_timeout=OUTCOME_TIMEOUT)),
+)  # fmt: skip

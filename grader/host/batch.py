@@ -205,7 +205,7 @@ def add_grading_options(p, graded: str, csv_help: str) -> None:
 
 def submission_time_limit(checks: Sequence, timeout: float) -> float:
     """Seconds one submission's grading may take: every check's limit, plus two minutes for the rest."""
-    return sum(max(timeout, check.min_timeout or 0) for check in checks) + 120
+    return sum(max(timeout, check.run.min_timeout or 0) for check in checks) + 120
 
 
 def own_mount_namespace() -> list[str]:

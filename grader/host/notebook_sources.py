@@ -59,7 +59,7 @@ def notebook_name(part: str) -> str:
     """A part's notebook: "1-model.ipynb"; nbgrader's gradebook names it by the stem."""
     from grader.checks import PARTS
 
-    return f"{PARTS.index(part) + 1}-{part}.ipynb"
+    return f"{list(PARTS).index(part) + 1}-{part}.ipynb"
 
 
 def grade_cell_id(check_id: str) -> str:

@@ -57,6 +57,12 @@ class ReferenceData:
     def inputs_path(self, check_id: str) -> Path:
         return self.directory / "inputs" / f"{check_id}.safetensors"
 
+    @property
+    def beside(self) -> frozenset[str]:
+        """The checks that may run beside any other: what their cases hold tells no other check its answers
+        (grader.builder.reference.may_run_beside)."""
+        return frozenset(self.meta["beside"])
+
     def cases(self, check_id: str) -> list[wire.CaseSpec]:
         return CASES.validate_python(self.meta["cases"][check_id])
 
@@ -138,6 +144,8 @@ def read_entry(directory: Path, kind: str) -> ReferenceData:
         data = ReferenceData(kind, directory, meta)
         for check_id in meta["cases"]:
             data.cases(check_id)
+        if not set(data.beside) <= set(meta["cases"]):
+            raise ValueError("meta.json's checks that may run beside others are not its checks")
         for path in digested_files(directory):
             if path.suffix == ".safetensors":
                 with safe_open(str(path), "np") as handle:

@@ -76,7 +76,7 @@ class Evidence:
         self.check, self.outcome, self.reply = check, outcome, outcome.reply
         self.cases = {case.name: case for case in reference.cases(check.id)}
         self.expected = reference.expected(check.id)
-        self.inputs = reference.inputs(check.id) if check.watch_inputs else {}
+        self.inputs = reference.inputs(check.id) if check.run.watch_inputs else {}
         self.reference_param_counts = reference.meta["param_counts"]
         self.prompt_tokens = reference.meta.get("prompt_tokens", [])
         self.small_model = reference.meta.get("small_model", {})  # its vocabulary's text, its lens case's tokens

@@ -273,7 +273,7 @@ def preload() -> None:
 
 def warm_imports(request: Request) -> None:
     """Import, once and before the fork, the check's driver and what the code it drives imports anyway
-    (`Check.warm_imports`): paid in every check's process otherwise. Grader and library code only, never the
+    (`Run.warm_imports`): paid in every check's process otherwise. Grader and library code only, never the
     learner's."""
     driver = (request.target.driver or "").partition(":")[0]
     missing = [name for name in [driver] * bool(driver) + request.warm_imports if name not in sys.modules]

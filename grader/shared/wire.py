@@ -152,8 +152,8 @@ class Request:
     sandbox: bool = True  # confine the check's process (see `grader.shared.sandbox`)
     fork: bool = True  # run the check in a fork of the worker (Linux); else in the worker itself
     device: str = "cpu"  # where the learner's modules, weights and inputs go: cpu, cuda, mps or auto
-    warm_imports: list[str] = field(default_factory=list)  # libraries imported before the fork (Check.warm_imports)
-    round: int = 0  # the seed of anything random in the learner's code: 1 for a second round (Check.draws_again)
+    warm_imports: list[str] = field(default_factory=list)  # libraries imported before the fork (Run.warm_imports)
+    round: int = 0  # the seed of anything random in the learner's code: 1 for a second round (Run.draws_again)
 
     def to_json(self) -> str:
         return to_json(REQUEST, self)

@@ -167,7 +167,8 @@ def test_pos_embed_meets_the_whole_context(reference):
 
 
 def check(check_id: str, *uses: str, name: str | None = None, method: str | None = "forward") -> Check:
-    return Check(check_id, "model", 1, Target("f", name or check_id.title(), method), "", list, uses=uses)
+    target = Target("f", name or check_id.title(), method)
+    return Check(check_id, 1, target, "", list, uses=uses, page="01-the-model.md")
 
 
 GRAPH = [

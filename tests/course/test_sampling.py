@@ -623,14 +623,14 @@ def test_distribution_checks_never_fail_the_solution(reference):
                 for seed in range(STRESS_SEEDS):
                     torch.manual_seed(seed)
                     counts = draw(ctx, ctx.args)
-                    if check.draws_again(counts.numpy(), expected[case.name]):  # as runner.rounds asks again
+                    if check.run.draws_again(counts.numpy(), expected[case.name]):  # as runner.rounds asks again
                         torch.manual_seed(STRESS_SEEDS + seed)
                         counts = counts + draw(ctx, ctx.args)
                     result = check.comparison(counts, expected[case.name], check.tolerance)
                     assert result.ok, (check_id, case.name, seed, result.message)
 
 
-# --- the second round of draws (Check.draws_again): the learner's process sees only its seed -----------------------
+# --- the second round of draws (Run.draws_again): the learner's process sees only its seed -----------------------
 
 SECOND_ROUND_RAISES = (
     '        if torch.initial_seed() == 1:\n            raise RuntimeError("drawn in a second round")\n'

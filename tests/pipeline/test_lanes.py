@@ -1,8 +1,9 @@
 """Two lanes: two workers share a grading's checks, and two exclusive checks (most of GPT-2's) never run at once.
 
-A check that holds none of GPT-2's data, or only a part of GPT-2's weights (`Check.beside_gpt2`), may run beside any
-other: safe only if its inputs can tell no other check its expected outputs, and no other check's inputs its own:
-shown here on the reference cache itself, tensor by tensor, by value. The verdicts are the same as in one lane."""
+A check may run beside any other where the reference says so (`ReferenceData.beside`, derived when the cache is built):
+none of its cases maps the whole model, its inputs can tell no other check its expected outputs, and no other check's
+inputs its own: shown here again on the cache itself, tensor by tensor, by value. The verdicts are the same as in one
+lane."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import numpy as np
 import psutil
 import pytest
 from repo import EXERCISES, SOLUTIONS, tiered, write_variant
-from safetensors.numpy import load_file
 
 from grader.checks import registry
 from grader.host.runner import Limits, Schedule, parallel
@@ -48,60 +48,52 @@ def held(reference) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     )
 
 
-def test_the_stand_in_lane_holds_nothing_of_gpt2s_and_tells_no_expected_output(reference, held):
+def test_the_checks_the_reference_lets_run_beside_others_map_a_part_and_tell_no_answer(reference, held):
+    """Shown here again on the cache's own tensors, by this file's own reading of them."""
     checks = registry()
     inputs, expected = held
-    stand_ins = [c for c in checks if not c.reads_gpt2]
-    gpt2 = [c for c in checks if c.reads_gpt2]
-    assert stand_ins and gpt2
-    for check in stand_ins:  # no case loads GPT-2's weights
-        assert all(case.weights is None for case in reference.cases(check.id)), check.id
-    lane_inputs = {lane: set().union(*(inputs[c.id] for c in group)) for lane, group in
-                   (("gpt2", gpt2), ("stand-ins", stand_ins))}  # fmt: skip
-    lane_expected = {lane: set().union(*(expected[c.id] for c in group)) for lane, group in
-                     (("gpt2", gpt2), ("stand-ins", stand_ins))}  # fmt: skip
-    assert not lane_inputs["stand-ins"] & lane_expected["gpt2"]
-    assert not lane_inputs["gpt2"] & lane_expected["stand-ins"]
-    assert not lane_inputs["stand-ins"] & digests(load_file(str(reference.weights_path)))
-    for check in stand_ins:  # two stand-ins may run at the same time too
-        others = set().union(*(expected[c.id] for c in stand_ins if c is not check))
-        assert not inputs[check.id] & others, check.id
-
-
-def test_gpt2s_checks_that_run_beside_another_map_a_part_and_tell_no_expected_output(reference, held):
-    checks = registry()
-    inputs, expected = held
-    beside = [c for c in checks if c.reads_gpt2 and not c.exclusive]
-    assert beside
+    beside = [c for c in checks if c.id in reference.beside]
+    assert {"embed", "sampling.greedy", "interp.qk_circuit", "training.trainer"} <= {c.id for c in beside}
     for check in beside:
-        assert all(case.weights != "" for case in reference.cases(check.id)), f"{check.id} maps the whole model"
+        assert all(case.weights != "" or case.config for case in reference.cases(check.id)), check.id
         others = [c for c in checks if c is not check]
         assert not inputs[check.id] & set().union(*(expected[c.id] for c in others)), check.id
         assert not expected[check.id] & set().union(*(inputs[c.id] for c in others)), check.id
 
 
-def test_two_lanes_only_where_forks_cores_and_a_stand_in_allow(monkeypatch):
-    checks = list(registry())
+def test_a_check_that_maps_the_whole_model_or_tells_another_its_answer_is_exclusive(reference, held):
+    """The controls: the whole model (transformer), an input that is another's answer (layernorm's is block's), an
+    answer that is another's input (previous_token_scores's, heads_above's)."""
+    inputs, expected = held
+    assert {"transformer", "layernorm", "induction.previous_token_scores"}.isdisjoint(reference.beside)
+    assert any(case.weights == "" for case in reference.cases("transformer"))
+    assert inputs["layernorm"] & expected["block"]
+    assert expected["induction.previous_token_scores"] & inputs["induction.heads_above"]
+
+
+def test_two_lanes_only_where_forks_cores_and_a_check_beside_allow(reference, monkeypatch):
+    checks, beside = list(registry()), reference.beside
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
-    assert parallel(checks, Limits(fork=True))
-    assert not parallel(checks, Limits(fork=False))  # no forks: one worker, replaced per package
-    assert not parallel([c for c in checks if c.exclusive], Limits(fork=True))  # these run one at a time
-    assert parallel([c for c in checks if c.reads_gpt2], Limits(fork=True))  # a part of GPT-2 beside the chain
-    assert parallel([c for c in checks if not c.reads_gpt2], Limits(fork=True))  # a save of sampling.py
+    assert parallel(checks, Limits(fork=True), beside)
+    assert not parallel(checks, Limits(fork=False), beside)  # no forks: one worker, replaced per package
+    assert not parallel([c for c in checks if c.id not in beside], Limits(fork=True), beside)  # one at a time
+    assert parallel([c for c in checks if c.id in beside], Limits(fork=True), beside)  # a save of sampling.py
+    assert parallel(checks[:2], Limits(fork=True))  # the reference unread: they might
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: 1)
-    assert not parallel(checks, Limits(fork=True))
+    assert not parallel(checks, Limits(fork=True), beside)
 
 
-def test_two_lanes_sharing_a_schedule_never_run_two_exclusive_checks_at_once_and_import_once():
+def test_two_lanes_sharing_a_schedule_never_run_two_exclusive_checks_at_once_and_import_once(reference):
     checks = list(registry())
-    schedule, running, most, taken = Schedule(checks), [], [0], {}
+    exclusive = [c.id for c in checks if c.id not in reference.beside]
+    schedule, running, most, taken = Schedule(checks, reference.beside), [], [0], {}
     guard = threading.Lock()
 
     def lane(name: str) -> None:
         while (check := schedule.take(name)) is not None:
             with guard:
                 running.append(check)
-                most[0] = max(most[0], sum(c.exclusive for c in running))
+                most[0] = max(most[0], sum(c.id in exclusive for c in running))
                 taken[check.id] = name
             time.sleep(0.001)
             with guard:
@@ -114,9 +106,8 @@ def test_two_lanes_sharing_a_schedule_never_run_two_exclusive_checks_at_once_and
     for thread in lanes:
         thread.join(timeout=30)
     assert most == [1] and sorted(taken) == sorted(c.id for c in checks)
-    exclusive = [c.id for c in checks if c.exclusive]
     assert [i for i in taken if i in exclusive] == exclusive  # the exclusive checks in the course's order
-    warm = [c.id for c in checks if c.warm_imports]
+    warm = [c.id for c in checks if c.run.warm_imports]
     assert len(warm) >= 2 and len({taken[i] for i in warm}) == 1  # torch._dynamo imported by one worker only
 
 

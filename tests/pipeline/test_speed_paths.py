@@ -47,11 +47,11 @@ def test_a_drivers_imports_are_warmed_before_the_fork(monkeypatch):
     """The check's driver and what it declares it imports on first use (make_optimizer: torch._dynamo) are imported by
     the fork server from the request, before the check's fork."""
     check = next(check for check in registry() if check.id == "training.make_optimizer")
-    assert "torch._dynamo" in check.warm_imports
-    for name in ("grader.learner.drivers.training", *check.warm_imports):
+    assert "torch._dynamo" in check.run.warm_imports
+    for name in ("grader.learner.drivers.training", *check.run.warm_imports):
         monkeypatch.delitem(sys.modules, name, raising=False)
     target = wire.TargetSpec("training", "make_optimizer", None, check.target.driver)
-    request = wire.Request("", "", target, [], "", "", "", 1.0, 0, warm_imports=list(check.warm_imports))
+    request = wire.Request("", "", target, [], "", "", "", 1.0, 0, warm_imports=list(check.run.warm_imports))
     server.warm_imports(request)
     assert {"grader.learner.drivers.training", "torch._dynamo"} <= set(sys.modules)
 

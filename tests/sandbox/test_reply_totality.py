@@ -651,7 +651,7 @@ def any_reply_ends_in_a_report(check, data, reference, draw: bool) -> None:
 
 
 def in_rounds(check, outcome: Outcome, reference) -> Outcome:
-    """The outcome as a lane makes it of a check that draws again (Check.draws_again): the same reply taken as the
+    """The outcome as a lane makes it of a check that draws again (Run.draws_again): the same reply taken as the
     second round of every case the first leaves undecided."""
     again = rounds.undecided(check, outcome, reference.cases(check.id), reference)
     return rounds.summed(outcome, outcome, again) if again else outcome

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks import Check, Target
+from grader.checks import Check, Run, Target
 from grader.host.runner import Outcome
 from grader.host.verdict import Evidence
 from grader.shared import wire
@@ -40,13 +40,13 @@ class StandInReference:
 def check(check_id: str, watch_inputs: bool = False) -> Check:
     return Check(
         id=check_id,
-        part="model",
         points=1,
         target=Target("toy", "Toy", method="forward"),
         summary="a toy",
         cases=lambda ref: [],
         tolerance=Tolerance(atol=1e-4, rtol=1e-4),
-        watch_inputs=watch_inputs,
+        run=Run(watch_inputs=watch_inputs),
+        page="01-the-model.md",
     )
 
 

@@ -68,8 +68,10 @@ def test_part_one_has_one_file_per_check_named_for_it():
 
 def test_the_course_follows_the_pages_and_what_each_check_uses():
     checks = registry()
-    pages = [(PARTS.index(check.part), check.page) for check in checks]
+    pages = [check.page for check in checks]
     assert pages == sorted(pages)
+    assert list(dict.fromkeys(check.part for check in checks)) == list(PARTS)  # every part, in the course's order
+    assert all((REPO / COURSE_DIR / first).is_file() for first in PARTS.values())
     for position, check in enumerate(checks):
         later_on_its_page = {c.id for c in checks[position:] if c.page == check.page}
         assert not set(check.uses) & later_on_its_page, f"{check.id} comes before a check it uses"

@@ -462,7 +462,7 @@ def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_refe
     config, written = write_config(course_root(tmp_path / "course" / "source" / "gpt2"))
     assert written and config == tmp_path / "course" / "nbgrader_config.py"
     timeout, alembic = run_config(config.read_text(), monkeypatch)
-    assert timeout >= max(check.min_timeout or DEFAULT_TIMEOUT for check in registry()) + 300
+    assert timeout >= max(check.run.min_timeout or DEFAULT_TIMEOUT for check in registry()) + 300
     assert alembic == str(SCRIPTS / "alembic")  # the one installed with nbgrader, whose migrations import it
     config.write_text("c = get_config()  # the instructor's own\n")
     assert write_config(tmp_path / "course") == (config, False) and "own" in config.read_text()

@@ -14,10 +14,11 @@ from grader.host.dependencies import used_by, with_failing_parts
 from grader.host.results import CheckResult
 
 pytestmark = pytest.mark.unit
+MODEL_PAGE = "01-the-model.md"  # in part 1
 
 
 def check(check_id: str, target: Target, *uses: str) -> Check:
-    return Check(check_id, "model", 1, target, "", lambda reference: [], uses=uses)
+    return Check(check_id, 1, target, "", lambda reference: [], uses=uses, page=MODEL_PAGE)
 
 
 GRAPH = [  # in course order

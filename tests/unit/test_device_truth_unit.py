@@ -14,7 +14,7 @@ from grader.shared import wire
 
 pytestmark = pytest.mark.unit
 RIGHT, WRONG = np.ones(3, dtype=np.float32), np.zeros(3, dtype=np.float32)
-CHECK = Check("layernorm", "model", 1, Target("normalization", "LayerNorm"), "LayerNorm", lambda ref: [])
+CHECK = Check("layernorm", 1, Target("normalization", "LayerNorm"), "LayerNorm", lambda ref: [], page="04-layernorm.md")
 REQUEST = wire.Request(
     "pkg", "layernorm", wire.TargetSpec("normalization", "LayerNorm", "forward", None), [], "w", "i", "s", 1.0, 0
 )

@@ -71,7 +71,7 @@ def write_entry(directory: Path, kind: str = "random") -> Path:
     for check in INPUTS:
         name = f"inputs/{check}.safetensors"
         digests[name] = digest((directory / name).read_bytes())
-    meta = {"reference": kind, "seed": 0, "cases": CASES, "digests": digests}
+    meta = {"reference": kind, "seed": 0, "cases": CASES, "beside": [], "digests": digests}
     (directory / "meta.json").write_text(json.dumps(meta))
     return directory
 

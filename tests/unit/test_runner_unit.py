@@ -22,7 +22,7 @@ import pytest
 from fake_worker import Step
 from safetensors.numpy import load_file, save_file
 
-from grader.checks import Check, Target
+from grader.checks import Check, Run, Target
 from grader.host import launch
 from grader.host.launch import Started
 from grader.host.main import wants_grading
@@ -39,12 +39,15 @@ SMALL, BIG = [[1.0, 2.0], [3.0, 4.0]], [0.5, -0.25, 8.0]  # two cases' outputs
 CASES = [wire.CaseSpec("small", 1, None, []), wire.CaseSpec("big", 1, None, [])]
 FORKS = Limits(sandbox=False, fork=True)  # as on Linux: the worker's fork server times each check itself
 NO_FORKS = Limits(timeout=0.3, sandbox=False, fork=False)  # as on macOS: the grader times each check
-ROOMY = 30.0  # a toy's own timeout (Check.min_timeout): only a check declared without one runs out of time
+ROOMY = 30.0  # a toy's own timeout (Run.min_timeout): only a check declared without one runs out of time
 
 
-def toy(check_id: str, reads_gpt2: bool = True, min_timeout: float | None = ROOMY) -> Check:
+BESIDE = frozenset({"toy.s", "toy.t"})  # the toys whose cases tell no other check its answers (the reference's word)
+
+
+def toy(check_id: str, min_timeout: float | None = ROOMY) -> Check:
     target = Target("toy", check_id, method=None)
-    return Check(check_id, "model", 1, target, "a toy", lambda ref: [], min_timeout=min_timeout, reads_gpt2=reads_gpt2)
+    return Check(check_id, 1, target, "a toy", lambda ref: [], run=Run(min_timeout=min_timeout))
 
 
 def answer(**fields) -> Step:
@@ -57,7 +60,12 @@ def reference(directory: Path, check_ids, expected: dict | None = None) -> Refer
     if expected is not None:
         save_file(expected, str(directory / "expected.safetensors"))
     cases = [asdict(case) for case in CASES]
-    return ReferenceData("random", directory, {"cases": {i: cases for i in check_ids}, "param_counts": {"total": 1}})
+    meta = {
+        "cases": {i: cases for i in check_ids},
+        "beside": sorted(BESIDE & set(check_ids)),
+        "param_counts": {"total": 1},
+    }
+    return ReferenceData("random", directory, meta)
 
 
 def grade(tmp_path: Path, steps: dict[str, Step], limits: Limits = FORKS, start: str = "ready", checks=None) -> dict:
@@ -84,7 +92,7 @@ def pids_by_lane(outcomes: dict) -> dict[str, set[int]]:
     return lanes
 
 
-TWO_KINDS = [toy("toy.a"), toy("toy.s", reads_gpt2=False), toy("toy.b"), toy("toy.t", reads_gpt2=False)]
+TWO_KINDS = [toy("toy.a"), toy("toy.s"), toy("toy.b"), toy("toy.t")]
 
 
 def summary(outcomes: dict) -> dict[str, tuple[str, str]]:
@@ -236,7 +244,7 @@ def test_an_outputs_file_that_is_no_regular_file_is_refused(tmp_path, left):
 def test_paused_stops_the_workers_and_restarts_those_that_ran(tmp_path, monkeypatch):
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
     steps = {"toy.a": answer(), "toy.s": answer()}
-    checks = [toy("toy.a"), toy("toy.s", reads_gpt2=False)]
+    checks = [toy("toy.a"), toy("toy.s")]
     with LearnerProcesses(FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
         ref = reference(tmp_path, steps)
         before = processes.run(tmp_path, checks, ref)
@@ -270,14 +278,15 @@ def test_checks_run_in_two_lanes_where_forks_and_cores_allow(tmp_path, monkeypat
 
 @pytest.mark.parametrize(("told", "started"), [
     ("both kinds", {"gpt2", "stand-ins"}),
-    ("gpt2 only", {"gpt2"}),
+    ("one", {"gpt2"}),
     ("nothing", {"gpt2"}),
 ])  # fmt: skip
 def test_entering_starts_the_workers_of_the_lanes_the_checks_will_use(tmp_path, monkeypatch, told, started):
-    """Entering starts the first worker; told the checks, `start_for` the second where they will run in two lanes
-    (both import torch while the grader reads the reference), none more where they will not."""
+    """Entering starts the first worker; told the checks, `start_for` the second where they may run in two lanes
+    (both import torch while the grader reads the reference, which says whether they will), none more where one
+    check cannot."""
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
-    checks = {"both kinds": [toy("toy.a"), toy("toy.s", reads_gpt2=False)], "gpt2 only": [toy("toy.a"), toy("toy.b")]}
+    checks = {"both kinds": [toy("toy.a"), toy("toy.s")], "one": [toy("toy.a")]}
     steps = {"toy.a": answer()}
     with LearnerProcesses(FORKS, fake_worker.command(tmp_path, steps)) as processes:
         processes.start_for(checks.get(told, []))
@@ -378,7 +387,8 @@ def test_grade_starts_a_worker_early_only_where_the_arguments_grade(argv, gradin
 
 def test_checks_with_warm_imports_run_in_the_lane_that_imported_them_first():
     """The first check needing a slow import pins the others that need it to its lane: imported once, not per lane."""
-    schedule = lane_rules.Schedule([replace(toy(f"toy.{i}", reads_gpt2=False), warm_imports=("slow",)) for i in "abc"])
+    warm = [replace(toy(f"toy.{i}"), run=Run(warm_imports=("slow",))) for i in "abc"]
+    schedule = lane_rules.Schedule(warm, beside=frozenset(check.id for check in warm))
     first = schedule.take(GPT2_LANE)
     other: list = []
     waiting = threading.Thread(target=lambda: other.append(schedule.take(STAND_IN_LANE)), daemon=True)
@@ -396,7 +406,7 @@ def test_checks_with_warm_imports_run_in_the_lane_that_imported_them_first():
 def test_a_lane_that_asks_before_the_first_takes_a_check_once_the_first_lane_has_its_own():
     """The first check goes to the first lane; a second lane that asked earlier is woken by that take, not left
     waiting until the first check is done."""
-    schedule = lane_rules.Schedule([toy("toy.a"), toy("toy.s", reads_gpt2=False)])
+    schedule = lane_rules.Schedule([toy("toy.a"), toy("toy.s")], BESIDE)
     other: list = []
     waiting = threading.Thread(target=lambda: other.append(schedule.take(STAND_IN_LANE)), daemon=True)
     waiting.start()
@@ -442,12 +452,14 @@ def test_the_verdict_of_each_ending(tmp_path):
     assert STATUS_OF_ENDING == {"timeout": "timeout", "crashed": "error", "memory": "error"}
 
 
-# --- a second round of draws (Check.draws_again, runner.rounds) -----------------------------------------------------
+# --- a second round of draws (Run.draws_again, runner.rounds) -----------------------------------------------------
 
 
 def drawn_toy(check_id: str) -> Check:
     """A toy that counts draws: a case is drawn again where its first output's first value is not the expected's."""
-    return replace(toy(check_id), draws_again=lambda counts, expected: bool(counts.flat[0] != expected.flat[0]))
+    return replace(
+        toy(check_id), run=Run(draws_again=lambda counts, expected: bool(counts.flat[0] != expected.flat[0]))
+    )
 
 
 def graded_in_rounds(tmp_path: Path, steps: dict[str, Step], checks: list[Check]) -> dict:

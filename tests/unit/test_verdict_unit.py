@@ -12,7 +12,7 @@ from typing import get_args
 import numpy as np
 import pytest
 
-from grader.checks import Check, Target
+from grader.checks import Check, Run, Target
 from grader.host.results import STATUSES
 from grader.host.runner import Outcome
 from grader.host.verdict import STATUS_OF_ENDING, Evidence, judge, largest, verdict
@@ -25,12 +25,12 @@ pytestmark = pytest.mark.unit
 X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 CHECK = Check(
     id="toy.double",
-    part="model",
     points=2,
     target=Target("toy", "double", method=None),
     summary="doubles its input",
     cases=lambda ref: [],
     tolerance=Tolerance(atol=1e-4, rtol=1e-4),
+    page="01-the-model.md",
 )
 
 
@@ -140,7 +140,7 @@ def test_a_hinted_case_names_its_hint_only_when_it_alone_fails():
 
 
 def test_an_input_modified_in_place_fails_though_the_output_is_right():
-    watching = replace(CHECK, watch_inputs=True)
+    watching = replace(CHECK, run=Run(watch_inputs=True))
     reference = StandInReference([case()], {"small": 2 * X}, inputs={"small/arg0": X})
     result = judge(watching, ran({"small/out": 2 * X, "small/arg0_after": 2 * X}), reference)
     assert result.status == "fail"
@@ -288,7 +288,7 @@ def test_a_mask_that_hides_the_wrong_scores_has_no_difference():
 
 
 def test_an_input_modified_in_place_shows_no_difference():
-    watching = replace(CHECK, watch_inputs=True)
+    watching = replace(CHECK, run=Run(watch_inputs=True))
     reference = StandInReference([case()], {"small": 2 * X}, inputs={"small/arg0": X})
     result = judge(watching, ran({"small/out": 2 * X, "small/arg0_after": 2 * X}), reference)
     assert (result.status, result.max_abs_diff) == ("fail", None)

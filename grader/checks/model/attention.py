@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from grader.checks import Case, Check, Target
+from grader.checks import Case, Check, Run, Target
 from grader.checks.model._common import magnitudes, sublayer_case, sublayer_cases, sublayer_input
 from grader.checks.model.causal_mask import ZEROS_MASKED
 
@@ -152,11 +152,10 @@ def _large_scores_case(ref: Reference) -> Case:
 PAGE = "05-attention.md"
 CHECK = Check(
     "attention",
-    "model",
     3,
     Target("attention", "Attention"),
     "multi-head attention",
     attention_cases,
-    capture=("locals",),
+    run=Run(capture=("locals",)),
     uses=("attention.causal_mask",),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grader.checks import Case, Check, Target
+from grader.checks import Case, Check, Run, Target
 from grader.checks.model._common import (
     LONG,
     ONE_POSITION,
@@ -92,12 +92,10 @@ def block_cases(ref: Reference) -> list[Case]:
 PAGE = "07-block.md"
 CHECK = Check(
     "block",
-    "model",
     2,
     Target("block", "TransformerBlock"),
     "transformer block",
     block_cases,
-    watch_inputs=True,
-    capture=("locals", "modules"),
+    run=Run(watch_inputs=True, capture=("locals", "modules")),
     uses=("layernorm", "attention", "mlp"),
 )

@@ -52,11 +52,9 @@ def causal_mask_cases(ref: Reference) -> list[Case]:
 PAGE = "05-attention.md"
 CHECK = Check(
     "attention.causal_mask",
-    "model",
     1,
     Target("attention", "Attention", "apply_causal_mask", driver=OFFSET_DRIVER),
     "causal mask",
     causal_mask_cases,
     comparison=causal_mask,
-    beside_gpt2=True,
 )

@@ -22,5 +22,9 @@ def embed_cases(ref: Reference) -> list[Case]:
 
 PAGE = "02-embed.md"
 CHECK = Check(
-    "embed", "model", 1, Target("embedding", "Embed"), "token embedding lookup", embed_cases, beside_gpt2=True
+    "embed",
+    1,
+    Target("embedding", "Embed"),
+    "token embedding lookup",
+    embed_cases,
 )

@@ -52,7 +52,6 @@ def _tanh_by_exp(y: Tensor) -> Tensor:
 PAGE = "06-mlp.md"
 CHECK = Check(
     "gelu_new",
-    "model",
     1,
     Target("mlp", "gelu_new", None),
     "GPT-2's GELU",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grader.checks import Case, Check, Target
+from grader.checks import Case, Check, Run, Target
 from grader.checks.model._common import (
     LONG,
     ONE_POSITION,
@@ -91,5 +91,10 @@ def layernorm_cases(ref: Reference) -> list[Case]:
 
 PAGE = "04-layernorm.md"
 CHECK = Check(
-    "layernorm", "model", 2, Target("normalization", "LayerNorm"), "LayerNorm", layernorm_cases, capture=("locals",)
+    "layernorm",
+    2,
+    Target("normalization", "LayerNorm"),
+    "LayerNorm",
+    layernorm_cases,
+    run=Run(capture=("locals",)),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grader.checks import Case, Check, Target
+from grader.checks import Case, Check, Run, Target
 from grader.checks.model._common import sublayer_cases
 from grader.checks.model.gelu_new import gelu_mistakes
 
@@ -39,4 +39,4 @@ def mlp_cases(ref: Reference) -> list[Case]:
 
 
 PAGE = "06-mlp.md"
-CHECK = Check("mlp", "model", 2, Target("mlp", "MLP"), "MLP", mlp_cases, capture=("locals",), uses=("gelu_new",))
+CHECK = Check("mlp", 2, Target("mlp", "MLP"), "MLP", mlp_cases, run=Run(capture=("locals",)), uses=("gelu_new",))

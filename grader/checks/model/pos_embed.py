@@ -76,10 +76,8 @@ def pos_embed_cases(ref: Reference) -> list[Case]:
 PAGE = "03-pos-embed.md"
 CHECK = Check(
     "pos_embed",
-    "model",
     1,
     Target("embedding", "PosEmbed", driver=OFFSET_DRIVER),
     "positional embedding",
     pos_embed_cases,
-    beside_gpt2=True,
 )

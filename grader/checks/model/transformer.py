@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grader.checks import Case, Check, Target, Tolerance
+from grader.checks import Case, Check, Run, Target, Tolerance
 from grader.checks.model._common import ONE_POSITION, TOKEN_SETS, one_position
 
 if TYPE_CHECKING:
@@ -79,14 +79,12 @@ def transformer_notes(outcome: dict) -> list[str]:
 PAGE = "09-transformer.md"
 CHECK = Check(
     "transformer",
-    "model",
     3,
     Target("transformer", "Transformer"),
     "the whole model",
     transformer_cases,
     tolerance=Tolerance(atol=1e-3, rtol=1e-4),
-    watch_inputs=True,
-    capture=("modules",),
+    run=Run(watch_inputs=True, capture=("modules",)),
     notes=transformer_notes,
     uses=("embed", "pos_embed", "layernorm", "block", "unembed"),
 )

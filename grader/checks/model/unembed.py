@@ -38,4 +38,4 @@ def unembed_cases(ref: Reference) -> list[Case]:
 
 
 PAGE = "08-unembed.md"
-CHECK = Check("unembed", "model", 1, Target("unembedding", "Unembed"), "unembedding", unembed_cases)
+CHECK = Check("unembed", 1, Target("unembedding", "Unembed"), "unembedding", unembed_cases)

@@ -147,13 +147,15 @@ def answer_limit(request: wire.Request) -> float:
 
 class Schedule:
     """The checks of one grading, handed to the lanes that share it as each lane comes free, in order, under two
-    rules. Two exclusive checks (`Check.exclusive`: most of GPT-2's) never run at the same time: that makes two lanes
-    safe. A check with warm imports runs in the lane that imported them first (`Check.warm_imports`): they are
-    paid once. A lane takes the first exclusive check it may, else the first other one (they run beside the chain of
-    exclusive ones, which is the grading's longest); it waits while only checks it may not take are left."""
+    rules. Two exclusive checks (all but those the reference says may run beside any other, `ReferenceData.beside`:
+    most of GPT-2's are exclusive) never run at the same time: that makes two lanes safe. A check with warm imports
+    runs in the lane that imported them first (`Run.warm_imports`): they are paid once. A lane takes the first
+    exclusive check it may, else the first other one (they run beside the chain of exclusive ones, which is the
+    grading's longest); it waits while only checks it may not take are left."""
 
-    def __init__(self, checks: list[Check]):
+    def __init__(self, checks: list[Check], beside: frozenset[str]):
         self.pending = list(checks)
+        self.exclusive = {check.id for check in checks if check.id not in beside}
         self.exclusive_running = 0
         self.started = False  # the first lane has taken its first check
         self.imported_by: dict[str, str] = {}  # a warm import -> the lane whose worker imported it
@@ -165,11 +167,11 @@ class Schedule:
         with self.changed:
             while self.pending:
                 allowed = [c for c in self.pending if self._may_take(lane, c)]
-                check = next((c for c in allowed if c.exclusive), allowed[0] if allowed else None)
+                check = next((c for c in allowed if c.id in self.exclusive), allowed[0] if allowed else None)
                 if check is not None and (self.started or lane == GPT2_LANE):
                     self.pending.remove(check)
-                    self.exclusive_running += check.exclusive
-                    self.imported_by |= {name: lane for name in check.warm_imports if name not in self.imported_by}
+                    self.exclusive_running += check.id in self.exclusive
+                    self.imported_by |= {name: lane for name in check.run.warm_imports if name not in self.imported_by}
                     if not self.started:  # a lane that asked before the first may take a check now
                         self.started = True
                         self.changed.notify_all()
@@ -178,12 +180,12 @@ class Schedule:
             return None
 
     def _may_take(self, lane: str, check: Check) -> bool:
-        waits = check.exclusive and self.exclusive_running
-        return not waits and all(self.imported_by.get(name, lane) == lane for name in check.warm_imports)
+        waits = check.id in self.exclusive and self.exclusive_running
+        return not waits and all(self.imported_by.get(name, lane) == lane for name in check.run.warm_imports)
 
     def done(self, check: Check) -> None:
         with self.changed:
-            self.exclusive_running -= check.exclusive
+            self.exclusive_running -= check.id in self.exclusive
             self.changed.notify_all()
 
     def cancel(self) -> None:
@@ -193,8 +195,9 @@ class Schedule:
             self.changed.notify_all()
 
 
-def parallel(checks: list[Check], limits: Limits) -> bool:
+def parallel(checks: list[Check], limits: Limits, beside: frozenset[str] | None = None) -> bool:
     """Whether the checks run in two lanes sharing one `Schedule`: where checks run in forks, two cores are free
-    and two of the checks may run at the same time (at most one of them exclusive: `Schedule`)."""
-    beside = sum(not check.exclusive for check in checks)
-    return bool(limits.fork and beside and len(checks) >= 2 and usable_cores() >= 2)
+    and two of the checks may run at the same time (at most one of them exclusive: `Schedule`). With `beside` None
+    (the reference not yet read), whether they might."""
+    might = limits.fork and len(checks) >= 2 and usable_cores() >= 2
+    return bool(might and (beside is None or any(check.id in beside for check in checks)))

@@ -44,8 +44,9 @@ class LearnerProcesses:
         return self
 
     def start_for(self, checks: list[Check]) -> None:
-        """Start now the workers of the lanes `checks` will run in (the first lane's whatever the checks; its
-        worker the one `grade` started early, where it did)."""
+        """Start now the workers of the lanes `checks` may run in, before the reference says which of them may run
+        beside others (the first lane's whatever the checks; its worker the one `grade` started early, where it
+        did)."""
         self._start(lane_names(checks, self.limits))
 
     def _start(self, names: list[str]) -> None:
@@ -101,8 +102,8 @@ class LearnerProcesses:
         """Every check's outcome, in order. Where two lanes may run (`lanes.parallel`), each takes the next check it
         may from one `Schedule` (never two checks of GPT-2's data at once), the second in a thread. `on_outcome(check,
         outcome)` is called with each as soon as it is known, from the lane's thread, one call at a time."""
-        names = lane_names(checks, self.limits)
-        schedule = Schedule(checks)
+        names = lane_names(checks, self.limits, reference.beside)
+        schedule = Schedule(checks, reference.beside)
         outcomes: dict[str, Outcome] = {}
         failures: list[BaseException] = []
         one_at_a_time = threading.Lock()
@@ -147,6 +148,6 @@ class LearnerProcesses:
         self.stop()  # a worker a lane's thread started meanwhile
 
 
-def lane_names(checks: list[Check], limits: Limits) -> list[str]:
+def lane_names(checks: list[Check], limits: Limits, beside: frozenset[str] | None = None) -> list[str]:
     """The lanes `checks` run in: the second only where they run two at a time (`lanes.parallel`)."""
-    return [GPT2_LANE, STAND_IN_LANE] if parallel(checks, limits) else [GPT2_LANE]
+    return [GPT2_LANE, STAND_IN_LANE] if parallel(checks, limits, beside) else [GPT2_LANE]

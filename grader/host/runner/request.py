@@ -42,21 +42,21 @@ def request_for(package: Path, check: Check, reference: ReferenceData, scratch: 
         scratch=str(scratch),
         timeout=check_timeout(check, limits),
         memory_bytes=int(limits.memory_gb * 2**30),
-        watch_inputs=check.watch_inputs,
+        watch_inputs=check.run.watch_inputs,
         capture=capture_request(check, limits.trace),
         sandbox=limits.sandbox and bool(limits.fork) and sandbox.status().on,
         fork=bool(limits.fork),
         device=limits.device,
-        warm_imports=list(check.warm_imports),
+        warm_imports=list(check.run.warm_imports),
     )
 
 
 def check_timeout(check: Check, limits: Limits) -> float:
-    return max(limits.timeout, check.min_timeout or 0.0)
+    return max(limits.timeout, check.run.min_timeout or 0.0)
 
 
 def capture_request(check: Check, trace: bool) -> wire.Capture | None:
     """What the learner's process records: the check's own needs for diagnosis, plus every named
     tensor under --trace. Values travel back only when a diagnosis compares them."""
-    modes = set(check.capture) | ({"locals"} if trace else set())
-    return wire.Capture(sorted(modes), list(check.capture)) if modes else None
+    modes = set(check.run.capture) | ({"locals"} if trace else set())
+    return wire.Capture(sorted(modes), list(check.run.capture)) if modes else None

@@ -1,4 +1,4 @@
-"""A second round for the cases a check's first round of random draws leaves undecided (`Check.draws_again`).
+"""A second round for the cases a check's first round of random draws leaves undecided (`Run.draws_again`).
 
 The grader decides, from the first round's counts and the expected distribution, which cases need more draws: the
 expected answer never enters the learner's process. The second round runs the same cases with another seed, and each
@@ -23,11 +23,11 @@ SECOND_ROUND = 1  # the request's `round`: the seed of the learner's random draw
 def undecided(check: Check, outcome: Outcome, cases: list[wire.CaseSpec], reference: ReferenceData) -> list:
     """The cases whose first-round counts leave them undecided; none where the check draws no second round or the
     first round did not run to its end (that failure decides the check)."""
-    if check.draws_again is None or not outcome.completed:
+    if check.run.draws_again is None or not outcome.completed:
         return []
     expected = reference.expected(check.id)
     # A reply that ran holds every case's output (wire.read_reply, replies.read_outputs).
-    return [case for case in cases if check.draws_again(outcome.outputs[output(case)], expected[case.name])]
+    return [case for case in cases if check.run.draws_again(outcome.outputs[output(case)], expected[case.name])]
 
 
 def summed(first: Outcome, second: Outcome, again: list[wire.CaseSpec]) -> Outcome:
