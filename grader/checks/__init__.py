@@ -161,10 +161,17 @@ def after_what_they_use(checks: list[Check]) -> list[Check]:
 
 def check_modules() -> list[str]:
     """The modules under grader/checks/ that declare checks, dotted from here: every one but a package's
-    `__init__` and a helper (`_common`)."""
+    `__init__` and a helper (`_common`); in each package, those its `ORDER` names first, in that order (the checks
+    that share a page), then the rest by name."""
     root = Path(__file__).parent
-    files = (path.relative_to(root).with_suffix("") for path in root.rglob("*.py"))
-    return sorted(".".join(file.parts) for file in files if not file.name.startswith("_"))
+    names = sorted(".".join(path.relative_to(root).with_suffix("").parts) for path in root.rglob("[!_]*.py"))
+    return sorted(names, key=place_in_package)
+
+
+def place_in_package(name: str) -> tuple[str, int]:
+    package, _, module = name.rpartition(".")
+    order = getattr(importlib.import_module(f"{__name__}.{package}"), "ORDER", ()) if package else ()
+    return package, order.index(module) if module in order else len(order)
 
 
 def checks_in(module) -> tuple[Check, ...]:

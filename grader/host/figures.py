@@ -174,7 +174,7 @@ def loss_curve(evidence) -> dict:
 # --- Part 5: induction heads ------------------------------------------------------------------------------------
 
 INDUCTION_MODEL = "the small trained induction model"  # grader/builder/induction_model.py, 2 layers of 4 heads
-# The Part 5 checks (grader/checks/induction.py) whose cases these figures draw; a case's name begins with the model
+# The Part 5 checks (grader/checks/induction/) whose cases these figures draw; a case's name begins with the model
 # it ran on: "small." the small trained model, always; "gpt2." GPT-2's own heads, only when the reference is GPT-2.
 SCORES = {"induction.previous_token_scores": "previous-token", "induction.induction_scores": "induction"}
 PER_TOKEN_LOSS = "induction.per_token_loss"

@@ -14,9 +14,9 @@ import pytest
 from repo import by_id, write_variant
 from test_sampling import function_node
 
-from grader.checks import beam
-from grader.checks import sampling as checks
-from grader.checks._sampling_compare import frequencies
+from grader.checks.sampling import beam
+from grader.checks.sampling import sampling as checks
+from grader.checks.sampling._compare import frequencies
 
 CHECKS = ("sampling.greedy", "sampling.generate", "sampling.top_k", "sampling.top_p", "beam")
 TOP_K = "top_logits, top_ids = logits.topk(k)\n        return int(top_ids[Categorical(logits=top_logits).sample()])"

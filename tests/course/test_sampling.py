@@ -17,10 +17,11 @@ import pytest
 import torch
 from repo import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
 
-from grader.checks import _beam_search, beam, registry
-from grader.checks import _sampling_compare as compare
-from grader.checks import _sampling_oracle as oracle
-from grader.checks import sampling as checks
+from grader.checks import registry
+from grader.checks.sampling import _beam_search, beam
+from grader.checks.sampling import _compare as compare
+from grader.checks.sampling import _oracle as oracle
+from grader.checks.sampling import sampling as checks
 from grader.host.diagnose import matching_mistake
 from grader.shared import wire
 

@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from repo import EXERCISES, REPO, by_id, tiered, write_variant
 
-from grader.checks import _sampling_compare as sampling_compare
-from grader.checks import beam, registry
+from grader.checks import registry
+from grader.checks.sampling import _compare as sampling_compare
+from grader.checks.sampling import beam
 from grader.host.runner import MAX_OUTPUTS_BYTES, Outcome, read_outputs, rounds
 from grader.host.runner.replies import outcome_of
 from grader.shared import wire
@@ -322,7 +323,7 @@ def test_beams_with_minus_inf_are_still_compared():
 
 
 def test_nan_logits_of_the_cached_model_name_the_first_position():
-    from grader.checks.kv_cache import cached_model_output
+    from grader.checks.sampling.kv_cache import cached_model_output
 
     expected = np.zeros((1, 3, 4), np.float32)
     actual = expected.copy()
@@ -588,7 +589,7 @@ class Judged:
 
 
 JUDGED: dict[str, Judged] = {}
-# The trainer's check passes any held-out loss below the bar its process reports (see grader.checks.training).
+# The trainer's check passes any held-out loss below the bar its process reports (see grader.checks.training.training).
 PASSES_ON_ITS_OWN_NUMBERS = {"training.trainer": lambda out, expected: out[0] < expected[0]}
 
 

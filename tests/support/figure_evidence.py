@@ -84,7 +84,7 @@ def predictions_evidence(output: np.ndarray | None, check_id: str = "transformer
 
 
 # --- Part 5: induction heads, on the small trained model's numbers (docs/induction-model.md), under the case names
-# of grader/checks/induction.py ("small." the small trained model) --------------------------------------------------
+# of grader/checks/induction/ ("small." the small trained model) --------------------------------------------------
 
 PREVIOUS_TOKEN_SCORES = np.array([[0.11, 0.54, 0.10, 0.16], [0.03, 0.02, 0.02, 0.02]])  # (layer 2, head 4)
 INDUCTION_SCORES = np.array([[0.01, 0.00, 0.01, 0.00], [0.84, 0.91, 0.77, 0.89]])

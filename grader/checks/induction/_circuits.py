@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from grader.checks import Case
-from grader.checks._induction_models import SEQ_LEN, models, next_token_loss, repeated_batch
+from grader.checks.induction._models import SEQ_LEN, models, next_token_loss, repeated_batch
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Run, Target, Tolerance, driven
-from grader.checks._induction_circuits import (
+from grader.checks.induction._circuits import (
     ablate_head_cases,
     ablation_cost_cases,
     direct_logit_attribution_cases,
     k_composition_cases,
 )
-from grader.checks._induction_models import SEQ_LEN, models, next_token_loss, repeated_batch, repeated_patterns
+from grader.checks.induction._models import SEQ_LEN, models, next_token_loss, repeated_batch, repeated_patterns
 from grader.shared.compare import CaseComparison, validate
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance
-from grader.checks._beam_search import (
+from grader.checks.sampling._beam_search import (
     banned_across_beams,
     banned_as_arena_broadcasts,
     best,
@@ -20,7 +20,15 @@ from grader.checks._beam_search import (
     kept_then_normalised,
     log_softmax_row,
 )
-from grader.checks.sampling import DRIVERS, char_tokenizer, generator, greedy_walk, known, sampler, stand_in_inputs
+from grader.checks.sampling.sampling import (
+    DRIVERS,
+    char_tokenizer,
+    generator,
+    greedy_walk,
+    known,
+    sampler,
+    stand_in_inputs,
+)
 from grader.shared.compare import CaseComparison
 from grader.shared.formats import END_OF_TEXT, PADDING
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance, driven
-from grader.checks.induction import repeated_batch
+from grader.checks.induction.induction import repeated_batch
 from grader.checks.model._common import generator
 from grader.checks.model.block import replay_extras
 from grader.shared.compare import CaseComparison, validate

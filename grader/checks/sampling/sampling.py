@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Run, Target, Tolerance
-from grader.checks._sampling_compare import (
+from grader.checks.sampling._compare import (
     DRAWS,
     ROUNDS,
     close,
@@ -29,7 +29,7 @@ from grader.checks._sampling_compare import (
     same_text,
     same_token,
 )
-from grader.checks._sampling_oracle import (
+from grader.checks.sampling._oracle import (
     greedy_walk,
     index_returned,
     nucleus,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance
-from grader.checks.sampling import DRIVERS, close, same_text
+from grader.checks.sampling.sampling import DRIVERS, close, same_text
 from grader.shared.compare import CaseComparison
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Run, Target, Tolerance, driven
-from grader.checks._training_oracle import (
+from grader.checks.training._oracle import (
     cross_entropy,
     decayed_by_name,
     first_gradient_norm,
