@@ -2,9 +2,9 @@
 
 A check says which learner object to build (`Target`), how the reference computes its cases
 (`cases`, run once when the reference cache is built), and how outputs are compared. Nothing here
-knows about output formats or processes. Each module of checks declares `CHECK` (part 1's package,
-`model/`, has one module per check) or `CHECKS`, and `PAGE`, its page of docs/course/, which also places it in
-the course; docs/adding-a-check.md says how to add one.
+knows about output formats or processes. Each part of the course is a package here, with one module per check
+that declares its `CHECK` and its `PAGE` of docs/course/, which places it in the course; docs/adding-a-check.md
+says how to add one.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class Check:
     notes: Callable[[dict[str, Any]], list[str]] | None = None  # a passing check's notes, from its evidence
     uses: tuple[str, ...] = ()
     run: Run = Run()
-    page: str = ""  # its page of docs/course/ (e.g. "05-attention.md"): the module's PAGE, set by checks_in
+    page: str = ""  # its page of docs/course/ (e.g. "05-attention.md"): the module's PAGE, set by check_in
 
     @property
     def part(self) -> str:
@@ -134,9 +134,9 @@ class MisplacedCheck(LookupError):
 
 
 def registry() -> tuple[Check, ...]:
-    """Every check, in the order a learner meets them: the CHECK or CHECKS of each module under grader/checks/."""
+    """Every check, in the order a learner meets them: the CHECK of each module under grader/checks/."""
     modules = (importlib.import_module(f"{__name__}.{name}") for name in check_modules())
-    checks = [check for module in modules for check in checks_in(module)]
+    checks = [check_in(module) for module in modules]
     misplaced = [check.id for check in checks if not check.part]
     if misplaced:  # a check no learner would meet in order: say so rather than grade it somewhere arbitrary
         raise MisplacedCheck(
@@ -174,10 +174,9 @@ def place_in_package(name: str) -> tuple[str, int]:
     return package, order.index(module) if module in order else len(order)
 
 
-def checks_in(module) -> tuple[Check, ...]:
-    """A module's checks, its one `CHECK` or its `CHECKS` in course order, each on the module's `PAGE`."""
-    checks = module.CHECKS if hasattr(module, "CHECKS") else (module.CHECK,)
-    return tuple(replace(check, page=getattr(module, "PAGE", "")) for check in checks)
+def check_in(module) -> Check:
+    """A module's check, on the module's `PAGE`."""
+    return replace(module.CHECK, page=getattr(module, "PAGE", ""))
 
 
 class UnknownCheck(ValueError):

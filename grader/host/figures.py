@@ -157,7 +157,7 @@ def difference(evidence, case: str) -> dict:
 def loss_curve(evidence) -> dict:
     """The learner's Trainer's loss at each step, its held-out loss and the bar it had to beat; the trainer's
     output is [held-out loss, seconds, each step's loss, each step's lr of two parameter groups], its expected
-    [the bar, an untrained model's loss, ...] (grader.checks.training.outcome_layout; not imported here, as that
+    [the bar, an untrained model's loss, ...] (grader.checks.training.trainer.outcome_layout; not imported here, as that
     module imports the learner's side)."""
     if evidence.check.id != TRAINER:
         return {}
@@ -179,7 +179,7 @@ INDUCTION_MODEL = "the small trained induction model"  # grader/builder/inductio
 SCORES = {"induction.previous_token_scores": "previous-token", "induction.induction_scores": "induction"}
 PER_TOKEN_LOSS = "induction.per_token_loss"
 ABLATION_COST = "induction.ablation_cost"
-# heads_above's thresholds by model, grader.checks.induction.THRESHOLD's (which the host may not import: that module
+# heads_above's thresholds by model, grader.checks.induction._common.THRESHOLD's (which the host may not import: that
 # imports the learner's drivers); tests/unit/test_figures_unit.py holds them equal.
 THRESHOLDS = {"small": 0.5, "gpt2": 0.4}
 REPEATED = "small.repeated"  # per_token_loss's case on the small model's own logits on [BOS, A, A]

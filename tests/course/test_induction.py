@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from repo import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
 
-from grader.checks.induction.induction import GPT2_INDUCTION_HEADS
+from grader.checks.induction._common import GPT2_INDUCTION_HEADS
 
 INDUCTION_CHECKS = (
     "induction.repeated_tokens",

@@ -148,8 +148,8 @@ def test_the_logit_lens_runs_on_the_small_induction_model_too(grade, tmp_path):
 def test_the_small_models_lens_predicts_the_repeat_by_its_last_layer(reference):
     """What its picture shows offline: on [BOS, A, A], the small model's final logits put the token that followed
     in the first half on top through most of the second half; the stream before block 0 (the token itself) does not."""
-    from grader.checks.induction.induction import SEQ_LEN
-    from grader.checks.interp.interp import SMALL_LENS
+    from grader.checks.induction._models import SEQ_LEN
+    from grader.checks.interp.logit_lens import SMALL_LENS
 
     tokens = reference.meta["small_model"]["lens_tokens"]
     lens = reference.expected("interp.logit_lens")[SMALL_LENS]
@@ -161,7 +161,7 @@ def test_the_small_models_lens_predicts_the_repeat_by_its_last_layer(reference):
 
 
 def test_quoted_count_is_gpt2s(reference):
-    from grader.checks.interp.interp import COUNT_KEYS
+    from grader.shared.formats import COUNT_KEYS
 
     counts = dict(zip(COUNT_KEYS, reference.expected("interp.parameter_counts")["gpt2"], strict=False))
     assert counts["tied"] == 124_439_808 and counts["total"] == 163_087_441

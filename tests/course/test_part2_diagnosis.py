@@ -14,9 +14,11 @@ import pytest
 from repo import by_id, write_variant
 from test_sampling import function_node
 
-from grader.checks.sampling import beam
-from grader.checks.sampling import sampling as checks
+from grader.checks.sampling._common import INDEX_NOT_MAPPED, NOT_RENORMALISED
 from grader.checks.sampling._compare import frequencies
+from grader.checks.sampling.beam_generate import BANNED_ACROSS_BEAMS
+from grader.checks.sampling.top_k import K_PLUS_ONE, SMALLEST_K
+from grader.checks.sampling.top_p import CROSSING_DROPPED
 
 CHECKS = ("sampling.greedy", "sampling.generate", "sampling.top_k", "sampling.top_p", "beam")
 TOP_K = "top_logits, top_ids = logits.topk(k)\n        return int(top_ids[Categorical(logits=top_logits).sample()])"
@@ -201,14 +203,14 @@ SLOW = pytest.mark.slow  # the packages graded only in `make test-all` (above)
 @pytest.mark.parametrize(
     ("package", "check_id", "hint", "function"),
     [
-        ("cross_beam_ban", "beam.generate", beam.BANNED_ACROSS_BEAMS, "Beams.generate"),
-        ("cross_beam_ban", "sampling.top_k", checks.K_PLUS_ONE, TOP_K_FUNCTION),
-        ("cross_beam_ban", "sampling.top_p", checks.INDEX_NOT_MAPPED, TOP_P_FUNCTION),
-        ("filter_returns_lists", "sampling.top_k", checks.SMALLEST_K, TOP_K_FUNCTION),
-        ("filter_returns_lists", "sampling.top_p", checks.NOT_RENORMALISED, TOP_P_FUNCTION),
-        pytest.param("model_given_a_list", "sampling.top_k", checks.NOT_RENORMALISED, TOP_K_FUNCTION, marks=SLOW),
-        pytest.param("model_given_a_list", "sampling.top_p", checks.CROSSING_DROPPED, TOP_P_FUNCTION, marks=SLOW),
-        pytest.param("filter_returns_one_beams", "sampling.top_k", checks.INDEX_NOT_MAPPED, TOP_K_FUNCTION, marks=SLOW),
+        ("cross_beam_ban", "beam.generate", BANNED_ACROSS_BEAMS, "Beams.generate"),
+        ("cross_beam_ban", "sampling.top_k", K_PLUS_ONE, TOP_K_FUNCTION),
+        ("cross_beam_ban", "sampling.top_p", INDEX_NOT_MAPPED, TOP_P_FUNCTION),
+        ("filter_returns_lists", "sampling.top_k", SMALLEST_K, TOP_K_FUNCTION),
+        ("filter_returns_lists", "sampling.top_p", NOT_RENORMALISED, TOP_P_FUNCTION),
+        pytest.param("model_given_a_list", "sampling.top_k", NOT_RENORMALISED, TOP_K_FUNCTION, marks=SLOW),
+        pytest.param("model_given_a_list", "sampling.top_p", CROSSING_DROPPED, TOP_P_FUNCTION, marks=SLOW),
+        pytest.param("filter_returns_one_beams", "sampling.top_k", INDEX_NOT_MAPPED, TOP_K_FUNCTION, marks=SLOW),
     ],
 )
 def test_sampling_and_beam_slips_are_named_at_the_learners_function(graded, package, check_id, hint, function):

@@ -18,10 +18,10 @@ import torch
 from repo import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
 
 from grader.checks import registry
-from grader.checks.sampling import _beam_search, beam
+from grader.checks.sampling import _beam_search, _beams, search
 from grader.checks.sampling import _compare as compare
 from grader.checks.sampling import _oracle as oracle
-from grader.checks.sampling import sampling as checks
+from grader.checks.sampling.sampling_generate import END_OF_TEXT_DROPPED, NO_STOP, NOT_FED_BACK, PROMPT_ALONE
 from grader.host.diagnose import matching_mistake
 from grader.shared import wire
 
@@ -533,15 +533,15 @@ def test_the_generation_table_spells_its_sentence(reference):
     }
     assert tensor_text(expected["until_end_of_text"]) == "the cat sat on the mat.<|endoftext|>"
     assert tensor_text(expected["until_max_tokens"]) == "the cat sat o"
-    assert texts["until_end_of_text", checks.NOT_FED_BACK] == "the cat" + " " * 24
-    assert texts["until_end_of_text", checks.END_OF_TEXT_DROPPED] == "the cat sat on the mat."
-    assert "<|endoftext|>" in texts["until_end_of_text", checks.NO_STOP].removesuffix("<|endoftext|>")
+    assert texts["until_end_of_text", NOT_FED_BACK] == "the cat" + " " * 24
+    assert texts["until_end_of_text", END_OF_TEXT_DROPPED] == "the cat sat on the mat."
+    assert "<|endoftext|>" in texts["until_end_of_text", NO_STOP].removesuffix("<|endoftext|>")
     # Six tokens never reach end-of-text: dropping it or not stopping changes nothing there.
-    assert {hint for name, hint in texts if name == "until_max_tokens"} == {checks.NOT_FED_BACK, checks.PROMPT_ALONE}
+    assert {hint for name, hint in texts if name == "until_max_tokens"} == {NOT_FED_BACK, PROMPT_ALONE}
 
 
 def test_beam_search_beats_greedy_on_the_notes_example():
-    table, eos = beam.notes_table(), len(beam.BEAM_ALPHABET)
+    table, eos = search.notes_table(), len(_beams.BEAM_ALPHABET)
     greedy = oracle.greedy_walk(table, [0], 2, eos)
     greedy_logprob = sum(_beam_search.log_softmax_row(table, tuple(greedy[:i]))[greedy[i]] for i in (1, 2))
     (best_logprob, best_tokens), _ = _beam_search.expected_beam_search(table, (0,), 2, 2, 2, 0, eos)
@@ -551,15 +551,15 @@ def test_beam_search_beats_greedy_on_the_notes_example():
 
 @pytest.mark.parametrize("seed", range(8, 14))
 def test_one_beam_is_the_greedy_walk(seed):
-    table, eos = beam.beam_table(seed, eos_bias=0.5), len(beam.BEAM_ALPHABET)
+    table, eos = _beams.beam_table(seed, eos_bias=0.5), len(_beams.BEAM_ALPHABET)
     [(_, tokens)] = _beam_search.expected_beam_search(table, (0,), 1, 1, 5, 0, eos)
     assert list(tokens) == oracle.greedy_walk(table, [0], 5, eos)
 
 
 def test_beam_cases_have_no_near_ties():
     """Every kept candidate beats every dropped one by a margin far above float32 rounding."""
-    eos = len(beam.BEAM_ALPHABET)
-    for name, (make_table, _, num_beams, max_new, ngram) in beam.BEAM_SEARCHES.items():
+    eos = len(_beams.BEAM_ALPHABET)
+    for name, (make_table, _, num_beams, max_new, ngram) in search.BEAM_SEARCHES.items():
         table, beams = make_table(), [(0.0, (0,))]
         for _ in range(max_new):
             ranked = _beam_search.best(_beam_search.extensions(table, beams, ngram), len(table[0]) ** 2)
@@ -573,8 +573,8 @@ def test_the_cases_show_each_beam_mistake(reference):
     for name in ("no_repeat_bigram", "no_repeat_trigram"):
         right, unbanned = expected[name], expected[wire.MISTAKE.format(case=name, i=0)]
         assert not np.array_equal(right, unbanned), name
-    searches = {name: beam.parse_beams(rows) for name, rows in reference.expected("beam.search").items()}
-    assert any(tokens[-1] == len(beam.BEAM_ALPHABET) for _, _, tokens in searches["finished_beams"])
+    searches = {name: _beams.parse_beams(rows) for name, rows in reference.expected("beam.search").items()}
+    assert any(tokens[-1] == len(_beams.BEAM_ALPHABET) for _, _, tokens in searches["finished_beams"])
 
 
 def test_stand_in_tokenizer_matches_gpt2s():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from repo import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
 
-from grader.checks.training.training import OUTCOME_TIMEOUT
+from grader.checks.training.trainer import OUTCOME_TIMEOUT
 
 TRAINING_CHECKS = (
     "training.next_token_loss",

@@ -14,7 +14,7 @@ from test_course_trap_audit import COURSE_TRAPS
 from traps import Named, Right, Said, hints_of
 
 VERDICT = "grader/host/verdict.py"
-INDUCTION = "grader/checks/induction/induction.py"
+INDUCTION = "grader/checks/induction/repeated_tokens.py"
 TRAPS = {
     ("attention.py", "apply_causal_mask", "keep the diagonal (a token may attend to itself)"): Named(
         "attention", "the mask hides the diagonal too"

@@ -29,7 +29,10 @@ from repo import EXERCISES, REPO, by_id, tiered, write_variant
 
 from grader.checks import registry
 from grader.checks.sampling import _compare as sampling_compare
-from grader.checks.sampling import beam
+from grader.checks.sampling._beams import UNREADABLE
+from grader.checks.sampling.beam_generate import same_beams_any_order
+from grader.checks.sampling.filter import filtered_beams
+from grader.checks.sampling.search import same_beams_in_order
 from grader.host.runner import MAX_OUTPUTS_BYTES, Outcome, read_outputs, rounds
 from grader.host.runner.replies import outcome_of
 from grader.shared import wire
@@ -298,17 +301,17 @@ ROWS = np.array([[0, -0.5, 0, 1], [0, -1.0, 0, 2]])  # two beams: "ab", "ac"
     ("rows", "shown"),
     [
         (np.array([[0, -0.5, 0, 4], [0, -1.0, 0, 2]]), "'a<4>' (-0.500)"),
-        (np.array([[np.nan, -0.5, 0, 1], [0, -1.0, 0, 2]]), beam.UNREADABLE),
-        (np.array([[0, -0.5, 0, 1.5]]), beam.UNREADABLE),
-        (np.array([1.0]), beam.UNREADABLE),
-        (np.zeros((3, 2, 2)), beam.UNREADABLE),
+        (np.array([[np.nan, -0.5, 0, 1], [0, -1.0, 0, 2]]), UNREADABLE),
+        (np.array([[0, -0.5, 0, 1.5]]), UNREADABLE),
+        (np.array([1.0]), UNREADABLE),
+        (np.zeros((3, 2, 2)), UNREADABLE),
         (np.zeros((1000, 4)), "the beams hold 4000 values, where 8 are expected"),
         (np.zeros((20, 4)), "'aa' (0.000), 12 more"),
     ],
     ids=["a token outside the vocabulary", "a NaN group", "a fraction of a token", "one value", "3-D", "huge", "many"],
 )
 def test_any_beams_are_compared_and_shown_in_one_line(rows, shown):
-    for compare in (beam.same_beams_any_order, beam.same_beams_in_order, beam.filtered_beams):
+    for compare in (same_beams_any_order, same_beams_in_order, filtered_beams):
         comparison = compare(rows, ROWS, Tolerance())
         assert not comparison.ok and shown in comparison.message and "\n" not in comparison.message, (
             compare.__name__,
@@ -317,9 +320,9 @@ def test_any_beams_are_compared_and_shown_in_one_line(rows, shown):
 
 
 def test_beams_with_minus_inf_are_still_compared():
-    comparison = beam.same_beams_any_order(np.array([[0, -np.inf, 0, 1], [0, -1.0, 0, 2]]), ROWS, Tolerance())
+    comparison = same_beams_any_order(np.array([[0, -np.inf, 0, 1], [0, -1.0, 0, 2]]), ROWS, Tolerance())
     assert not comparison.ok and "'ab' (-inf)" in comparison.message
-    assert beam.same_beams_any_order(ROWS[::-1], ROWS, Tolerance()).ok
+    assert same_beams_any_order(ROWS[::-1], ROWS, Tolerance()).ok
 
 
 def test_nan_logits_of_the_cached_model_name_the_first_position():
@@ -379,7 +382,7 @@ def test_forged_text_and_beams_are_failures_of_their_checks(grade, tmp_path):
     assert results["sampling.generate"].status == "fail"
     assert "the text is '\ufffd\ufffd'" in results["sampling.generate"].message, results["sampling.generate"]
     for check in ("beam.generate", "beam.filter"):
-        assert results[check].status == "fail" and beam.UNREADABLE in results[check].message, results[check]
+        assert results[check].status == "fail" and UNREADABLE in results[check].message, results[check]
     assert results["sampling.greedy"].status == "todo"
 
 
@@ -589,7 +592,7 @@ class Judged:
 
 
 JUDGED: dict[str, Judged] = {}
-# The trainer's check passes any held-out loss below the bar its process reports (see grader.checks.training.training).
+# The trainer's check passes any held-out loss below the bar its process reports (see grader.checks.training.trainer).
 PASSES_ON_ITS_OWN_NUMBERS = {"training.trainer": lambda out, expected: out[0] < expected[0]}
 
 

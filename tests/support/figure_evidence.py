@@ -88,7 +88,7 @@ def predictions_evidence(output: np.ndarray | None, check_id: str = "transformer
 
 PREVIOUS_TOKEN_SCORES = np.array([[0.11, 0.54, 0.10, 0.16], [0.03, 0.02, 0.02, 0.02]])  # (layer 2, head 4)
 INDUCTION_SCORES = np.array([[0.01, 0.00, 0.01, 0.00], [0.84, 0.91, 0.77, 0.89]])
-SEQ_LEN = 20  # grader.checks.induction.SEQ_LEN: [BOS, A, A] is 41 tokens, per_token_loss's 40 losses
+SEQ_LEN = 20  # grader.checks.induction._models.SEQ_LEN: [BOS, A, A] is 41 tokens, per_token_loss's 40 losses
 
 
 def repeated_losses() -> np.ndarray:

@@ -20,7 +20,7 @@ import test_training
 from repo import REPO
 
 import grader.checks
-from grader.checks import PARTS, Check, MisplacedCheck, check_modules, checks_in, registry
+from grader.checks import PARTS, Check, MisplacedCheck, check_in, check_modules, registry
 from grader.host.course import COURSE_DIR, page_of
 
 TESTS = REPO / "tests"
@@ -57,13 +57,22 @@ def test_every_check_module_names_its_page_and_a_part_of_the_course():
     for module_name in check_modules():
         module = importlib.import_module(f"grader.checks.{module_name}")
         assert (REPO / COURSE_DIR / module.PAGE).is_file(), module_name
-        assert {check.part for check in checks_in(module)} <= set(PARTS), module_name
+        assert check_in(module).part in PARTS, module_name
 
 
-def test_part_one_has_one_file_per_check_named_for_it():
-    for module in (name for name in check_modules() if name.startswith("model.")):
-        check = importlib.import_module(f"grader.checks.{module}").CHECK
-        assert module == f"model.{check.id.rsplit('.', 1)[-1]}", (module, check.id)
+def test_each_part_has_one_file_per_check_named_for_it_and_none_is_long():
+    """A check is one file: in its part's package, named for the last word of its id (`beam.generate` is
+    `sampling/beam_generate.py`, beside `sampling/sampling_generate.py`), under 250 lines like every helper there."""
+    for module in check_modules():
+        check = check_in(importlib.import_module(f"grader.checks.{module}"))
+        package, name = module.split(".")
+        assert package == check.part and name.endswith(check.id.rsplit(".", 1)[-1]), (module, check.id)
+    long = {
+        path.name: n
+        for path in (REPO / "grader/checks").rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > 250
+    }
+    assert long == {}
 
 
 def test_the_course_follows_the_pages_and_what_each_check_uses():
@@ -174,7 +183,7 @@ def test_the_check_file_template_is_what_the_registry_reads():
     source = code_block("python")
     module = types.ModuleType("grader.checks.model.rmsnorm")
     exec(compile(source, str(DOC), "exec"), module.__dict__)
-    [check] = checks_in(module)
+    check = check_in(module)
     assert isinstance(check, Check) and check.part in PARTS and module.PAGE
     assert f"model.{check.id}" not in check_modules()  # an example, not a check of the course
     top_level = [node for node in ast.parse(source).body if isinstance(node, ast.Import | ast.ImportFrom)]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from grader.checks import registry
-from grader.checks.training.training import below_threshold
+from grader.checks.training.trainer import below_threshold
 from grader.host.dependencies import with_failing_parts
 from grader.host.results import CheckResult
 from grader.shared.types import Tolerance

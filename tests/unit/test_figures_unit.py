@@ -199,7 +199,7 @@ def test_gpt2s_cases_name_gpt2_and_its_threshold():
 
 
 def test_the_figures_thresholds_are_the_checks():
-    from grader.checks.induction.induction import THRESHOLD
+    from grader.checks.induction._common import THRESHOLD
 
     assert figures.THRESHOLDS == THRESHOLD
 

@@ -1,5 +1,5 @@
-"""The models Part 5's induction checks run on, and their input (for `induction.py` and `_induction_circuits.py`;
-`interp.py` reads the same batch through `induction.repeated_batch`): the small induction model always and GPT-2 when
+"""The models Part 5's induction checks run on, and their input (for the check modules and `_circuits.py`;
+`interp.py` reads the same batch through `_models.repeated_batch`): the small induction model always and GPT-2 when
 the reference is GPT-2's own weights (`models`), each one's batch of [BOS, A, A] tokens (`repeated_batch`), its mean
 attention patterns on it (`repeated_patterns`), and the loss of each next token on it (`next_token_loss`, the
 per_token_loss check's answer, which ablation_cost's reads). Torch is imported by the builder's process only.

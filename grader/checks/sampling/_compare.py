@@ -1,4 +1,4 @@
-"""The comparisons of Part 2's sampling checks (`sampling.py`; `kv_cache.py` uses `close` and `same_text` too), in
+"""The comparisons of Part 2's sampling checks (`kv_cache.py` uses `close` and `same_text` too), in
 NumPy: they run in the grader's process. One token id (`same_token`), logits within a tolerance (`close`), the counts
 of a sampling method's draws against the exact distribution (`frequencies`; `draws_again` says where a first round
 leaves a case undecided), a generated text's bytes (`same_text`).

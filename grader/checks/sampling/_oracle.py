@@ -1,5 +1,5 @@
-"""Sampling from first principles, for Part 2's sampling checks (`sampling.py`) and the beam checks' greedy path
-(`beam.py`): what a right (or a known wrong) sampler gives: the softmax in float64, the kept tokens renormalised
+"""Sampling from first principles, for Part 2's sampling checks and the beam search check's greedy path
+(`search.py`): what a right (or a known wrong) sampler gives: the softmax in float64, the kept tokens renormalised
 (or not, or as indices), the top-p set, the frequency penalty, a greedy walk through the table model. Torch is
 imported by the builder's process only: these run in the case builders.
 """

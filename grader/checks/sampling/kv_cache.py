@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from grader.checks import Case, Check, Target, Tolerance
-from grader.checks.sampling.sampling import DRIVERS, close, same_text
+from grader.checks.sampling._common import DRIVERS
+from grader.checks.sampling._compare import close, same_text
 from grader.shared.compare import CaseComparison
 
 if TYPE_CHECKING:
@@ -130,20 +131,18 @@ def kv_cache_cases(ref: Reference) -> list[Case]:
 
 
 PAGE = "13-kv-cache.md"
-CHECKS = (
-    Check(
-        "kv_cache",
-        2,
-        Target("kv_cache", "CachedTransformer", "forward", driver=f"{DRIVERS}:cached_model"),
-        "bonus: a key-value cache",
-        kv_cache_cases,
-        comparison=cached_model_output,
-        tolerance=Tolerance(atol=1e-3, rtol=1e-4),
-        # The cached classes override the forwards of Attention, TransformerBlock and Transformer, and keep the
-        # rest: the mask, the embeddings, the LayerNorms, the MLP, the unembedding, and sample_next_token's steps.
-        uses=(
-            *("embed", "pos_embed", "layernorm", "attention.causal_mask", "mlp", "unembed"),
-            *("sampling.greedy", "sampling.temperature", "sampling.frequency_penalty", "sampling.basic"),
-        ),
+CHECK = Check(
+    "kv_cache",
+    2,
+    Target("kv_cache", "CachedTransformer", "forward", driver=f"{DRIVERS}:cached_model"),
+    "bonus: a key-value cache",
+    kv_cache_cases,
+    comparison=cached_model_output,
+    tolerance=Tolerance(atol=1e-3, rtol=1e-4),
+    # The cached classes override the forwards of Attention, TransformerBlock and Transformer, and keep the
+    # rest: the mask, the embeddings, the LayerNorms, the MLP, the unembedding, and sample_next_token's steps.
+    uses=(
+        *("embed", "pos_embed", "layernorm", "attention.causal_mask", "mlp", "unembed"),
+        *("sampling.greedy", "sampling.temperature", "sampling.frequency_penalty", "sampling.basic"),
     ),
 )

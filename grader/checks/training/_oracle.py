@@ -1,4 +1,4 @@
-"""The training checks' expected answers from first principles (`training.py`), and what their known mistakes give: the
+"""The training checks' expected answers from first principles, and what their known mistakes give: the
 cross-entropy written out (next_token_loss, and every loss the other checks compute), the parameter groups from the
 parameters' names (make_optimizer), the warm-up and cosine schedule and its classic variants (lr_at, and the
 trainer's schedule), SGD steps taken by hand on the stand-in `TinyLM` (train_step), the unigram bar (the trainer).
