@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # torch is installed before the project so nothing pulls the multi-GB CUDA build:
 # a torch wheel already on this machine (pip's find-links) if there is one, its dependencies
-# from the usual index; else PyTorch's CPU-only index. Without make: python -m grader.host.setup.
+# from the usual index; else PyTorch's CPU-only index. Without make: python -m grader.host.tools.setup.
 # On a GPU machine: make TORCH_INDEX=https://download.pytorch.org/whl/cu124
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -57,42 +57,42 @@ lint: $(VENV)/.installed-dev
 	$(PY) -m ruff check .
 
 release: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.release $(RELEASE_DIR)
+	$(PY) -m grader.host.tools.release $(RELEASE_DIR)
 
 # Classroom 50's autograder bundle: commit the folder to the classroom50 repository as CLASSROOM/autograders/ASSIGNMENT/.
 classroom50: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.classroom50 $(CLASSROOM50_DIR)
+	$(PY) -m grader.host.tools.classroom50 $(CLASSROOM50_DIR)
 
 # Gradescope's autograder zip: the learner repository with setup.sh and run_autograder.
 gradescope: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.gradescope $(GRADESCOPE_ZIP)
+	$(PY) -m grader.host.tools.gradescope $(GRADESCOPE_ZIP)
 
 notebooks: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.notebooks $(NOTEBOOKS_DIR)
+	$(PY) -m grader.host.tools.notebooks $(NOTEBOOKS_DIR)
 
 # After `nbgrader autograde`: the notebooks' grades recorded from outside any kernel, into
 # $(GRADES) and nbgrader's gradebook (in place of the scores autograde found in the kernel).
 notebook-grades: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.notebooks grade $(COURSE_DIR)/submitted --csv $(GRADES) \
+	$(PY) -m grader.host.tools.notebooks grade $(COURSE_DIR)/submitted --csv $(GRADES) \
 		--db sqlite:///$(abspath $(COURSE_DIR))/gradebook.db $(ARGS)
 
 batch: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.batch $(SUBMISSIONS) --csv $(GRADES) $(ARGS)
+	$(PY) -m grader.host.tools.batch $(SUBMISSIONS) --csv $(GRADES) $(ARGS)
 
 # The class view: which checks most learners fail, and on which named mistakes (from batch's results by default).
 class-report: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.class_report $(RESULTS) --csv $(CLASS_REPORT).csv --html $(CLASS_REPORT).html \
+	$(PY) -m grader.host.tools.class_report $(RESULTS) --csv $(CLASS_REPORT).csv --html $(CLASS_REPORT).html \
 		--markdown $(CLASS_REPORT).md $(ARGS)
 
 stubs: $(VENV)/.installed-dev
-	$(PY) -m grader.host.stubs
+	$(PY) -m grader.host.tools.stubs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# grader.host.setup holds the torch logic, for make and for `python -m grader.host.setup` (no make) alike.
+# grader.host.tools.setup holds the torch logic, for make and for `python -m grader.host.tools.setup` (no make) alike.
 $(VENV)/.torch: | $(PY)
-	$(PY) -m grader.host.setup --torch-only --torch-version "$(TORCH_VERSION)" --torch-index "$(TORCH_INDEX)"
+	$(PY) -m grader.host.tools.setup --torch-only --torch-version "$(TORCH_VERSION)" --torch-index "$(TORCH_INDEX)"
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.torch

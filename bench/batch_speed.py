@@ -5,7 +5,7 @@
 The generated class cycles through three kinds of submission: the solutions (every check runs to
 the end), the solutions with one mistake (LayerNorm's variance with N-1), and the untouched stubs
 (every check stops at once). The reference is prepared before the clock starts; each size is one
-run of `python -m grader.host.batch`, timed from start to exit.
+run of `python -m grader.host.tools.batch`, timed from start to exit.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from grader.host.refcache import ensure_reference  # noqa: E402
-from grader.host.stubs import expected_exercises  # noqa: E402
+from grader.host.tools.stubs import expected_exercises  # noqa: E402
 
 MISTAKE = ("normalization.py", "unbiased=False", "unbiased=True")
 
@@ -56,7 +56,7 @@ def main() -> int:
             command = [
                 sys.executable,
                 "-m",
-                "grader.host.batch",
+                "grader.host.tools.batch",
                 str(root / "class"),
                 *args.checks,
                 "--csv",

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def add_timeout_option(p: argparse.ArgumentParser) -> None:
-    """--timeout, as grade and grader.host.batch both take it."""
+    """--timeout, as grade and grader.host.tools.batch both take it."""
     p.add_argument(
         "--timeout",
         type=float,
@@ -195,7 +195,7 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
 
     try:
         if args.watch:
-            from grader.host.watch import watch
+            from grader.host.modes.watch import watch
 
             return watch(package, checks, reference, processes, Console(), not args.quiet, rebuilt)
         kept = KeptOutcomes(processes)
@@ -242,8 +242,8 @@ class KeptOutcomes:
 
 
 def hint_stages(checks: list, package: Path) -> list[list]:
-    """--hint's stages (grader.host.hints.stages), said on stderr when there are two."""
-    from grader.host.hints import stages
+    """--hint's stages (grader.host.modes.hints.stages), said on stderr when there are two."""
+    from grader.host.modes.hints import stages
 
     staged = stages(checks, package)
     if len(staged) > 1:
@@ -261,10 +261,10 @@ def inspected(report, kept: KeptOutcomes, package: Path, hint: bool) -> int:
         result.id: Evidence(checks[result.id], kept.outcomes[result.id], kept.reference) for result in report.checks
     }
     if hint:
-        from grader.host.hints import hint as give_hint
+        from grader.host.modes.hints import hint as give_hint
 
         return give_hint(report, evidences, package)
-    from grader.host.show import printout
+    from grader.host.modes.show import printout
 
     print("\n".join(printout(report, evidences, kept.reference)))
     return 0 if report.passed else 1

@@ -16,11 +16,11 @@ from test_notebooks import ASSIGNMENT, course  # noqa: F401 (course: the generat
 from test_watch_unit import FIRST, Grading, printed_by, report_of, result
 
 from grader.checks import registry, select
-from grader.host import notebook_sources, notebooks
 from grader.host.course import COURSE_DIR, page_of, pages
+from grader.host.modes.watch import Watch, check_lines
 from grader.host.render import text
 from grader.host.results import CheckResult, Report
-from grader.host.watch import Watch, check_lines
+from grader.host.tools import notebook_sources, notebooks
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")  # a Markdown link's target
 GITHUB = "git+https://github.com/ada/gpt2-learner"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from repo import EXERCISES, SOLUTIONS
 
-from grader.host.stubs import STUB, out_of_sync, strip_solutions
+from grader.host.tools.stubs import STUB, out_of_sync, strip_solutions
 
 
 def solution_lines(source: str) -> list[str]:

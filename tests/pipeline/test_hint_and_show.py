@@ -15,8 +15,8 @@ import re
 import pytest
 from repo import REPO, SOLUTIONS, run_grade, write_variant
 
-from grader.host.hints import STATE_FILE
-from grader.host.release import hidden_lines
+from grader.host.modes.hints import STATE_FILE
+from grader.host.tools.release import hidden_lines
 
 RANDOM = ("--reference", "random")
 UNSCALED = {
@@ -150,7 +150,7 @@ def test_show_prints_a_failing_model_too(reference, tmp_path):
 
 def test_the_idea_reads_the_course_page_as_text_not_markdown():
     """--hint's first level quotes a page: its emphasis, code marks and links are shown as a terminal shows them."""
-    from grader.host.hints import WIDTH, first_paragraph
+    from grader.host.modes.hints import WIDTH, first_paragraph
 
     lines = first_paragraph(REPO / "docs" / "course" / "05-attention.md")
     assert any(line.strip().startswith("1 Queries, keys, values.") for line in lines), lines

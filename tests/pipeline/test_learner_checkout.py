@@ -1,6 +1,6 @@
 """What holds in a learner's checkout at any stage of the exercises, with no `solutions/`.
 
-This module ships in the learner release (see `grader.host.release`): it must pass without
+This module ships in the learner release (see `grader.host.tools.release`): it must pass without
 `solutions/`, whatever the learner has written so far.
 """
 

@@ -147,7 +147,7 @@ def test_interp_py_imports_the_stand_in_and_transformer_py_keeps_its_own_error(t
 
 def test_the_stand_in_holds_no_line_of_the_solutions():
     """grader/ ships to learners: the stand-in is built from torch's functions, never from the solutions' lines."""
-    from grader.host.release import hidden_lines
+    from grader.host.tools.release import hidden_lines
 
     source = (REPO / "grader" / "learner" / "drivers" / "stand_in_transformer.py").read_text().splitlines()
     assert not {line.strip() for line in source} & hidden_lines(SOLUTIONS)

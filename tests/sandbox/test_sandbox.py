@@ -435,7 +435,7 @@ def test_the_report_never_holds_invalid_json_numbers():
 
 
 def test_batch_rejects_symbolic_links(reference, tmp_path):
-    from grader.host.batch import Options, grade_submission
+    from grader.host.tools.batch import Options, grade_submission
 
     linked_dir, linked_file = tmp_path / "linked_dir", tmp_path / "linked_file"
     linked_dir.mkdir()
@@ -451,7 +451,7 @@ def test_batch_rejects_symbolic_links(reference, tmp_path):
 def test_gradebook_cells_are_never_formulas(tmp_path):
     import csv
 
-    from grader.host.batch import Submission, write_gradebook
+    from grader.host.tools.batch import Submission, write_gradebook
 
     names = ['=HYPERLINK("http://x")', "+1", "-1", "@SUM(A1)", "plain"]
     write_gradebook(tmp_path / "g.csv", [Submission(name, error="=1+1") for name in names], select(["embed"]))
@@ -475,8 +475,8 @@ def test_classroom50_outputs_cannot_be_broken_out_of(tmp_path):
 def test_notebook_verdicts_come_from_a_process_of_their_own(reference, monkeypatch, tmp_path):
     """What the learner's cells did to the kernel (here: the grader's verdict patched) changes nothing."""
     from grader.host import verdict
-    from grader.host.notebooks import NotebookGrader
     from grader.host.results import CheckResult
+    from grader.host.tools.notebooks import NotebookGrader
 
     monkeypatch.setattr(verdict, "judge", lambda check, *_: CheckResult(check.id, check.part, "", "pass", check.points))
     package = tmp_path / "notebook_exercises"

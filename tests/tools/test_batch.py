@@ -67,7 +67,7 @@ def write_submission(root: Path, name: str, edits: dict) -> Path:
 def run_batch(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     # A session of its own: a submission that kills its process group must not reach pytest.
     return subprocess.run(
-        [sys.executable, "-m", "grader.host.batch", *args],
+        [sys.executable, "-m", "grader.host.tools.batch", *args],
         cwd=REPO,
         env={**os.environ, **(env or {})},
         capture_output=True,
@@ -226,7 +226,7 @@ def stuck_processes() -> list[int]:
 @pytest.mark.slow
 def test_a_submission_past_its_time_limit_is_stopped_with_its_processes_and_files(reference, monkeypatch, tmp_path):
     """What the killed grading and its check wrote (here 8 MB in the check's scratch) goes with the submission."""
-    from grader.host.batch import Options, grade_submission
+    from grader.host.tools.batch import Options, grade_submission
 
     temporary = tmp_path / "tmp"
     temporary.mkdir()
@@ -293,7 +293,7 @@ REFUSED = {
 @pytest.mark.parametrize("kind", list(REFUSED))
 def test_a_submission_with_a_file_grading_cannot_take_gets_its_reason(kind, monkeypatch, tmp_path):
     """Refused before it is copied, in one line; the batch's scratch is left empty."""
-    from grader.host.batch import Options, grade_submission
+    from grader.host.tools.batch import Options, grade_submission
 
     make, reason = REFUSED[kind]
     submission = write_submission(tmp_path, "s", {})
@@ -325,7 +325,7 @@ def test_bad_input_is_one_line(tmp_path):
 
 
 def test_the_gradebook_gives_each_check_its_points_beside_its_status(tmp_path):
-    from grader.host.batch import Submission, write_gradebook
+    from grader.host.tools.batch import Submission, write_gradebook
 
     checks = [check for check in registry() if check.id in ("embed", "pos_embed")]
     report = {
@@ -387,14 +387,14 @@ scale = lambda x: x / 0
     [(2, True), (6, True), (8, True), (9, True), (10, False), (11, False), (14, False)],
 )
 def test_a_line_runs_at_import_outside_every_function_body(line, at_import, tmp_path):
-    from grader.host.batch import runs_at_import
+    from grader.host.tools.batch import runs_at_import
 
     (tmp_path / "model.py").write_text(IMPORT_TIME_LINES)
     assert runs_at_import(tmp_path, "model.py", line) is at_import
 
 
 def test_any_line_of_a_file_that_does_not_compile_runs_at_import_and_no_other_file_s(tmp_path):
-    from grader.host.batch import runs_at_import
+    from grader.host.tools.batch import runs_at_import
 
     (tmp_path / "model.py").write_text(IMPORT_TIME_LINES.replace("y = x + 1", "y = x +"))
     assert runs_at_import(tmp_path, "model.py", 10) and runs_at_import(tmp_path, "model.py", 11)
@@ -416,7 +416,7 @@ BROKEN_CHECKS = ("attention", "gelu_new", "mlp", "block", "unembed")
 def test_the_error_column_names_the_files_that_do_not_import_and_why(reference, tmp_path):
     """Alongside the missing files: the files that do not import, each with its error in one line, in the CSV and the
     JSON result. An error a forward raised when a check called it (attention's here) is that check's, and stays out."""
-    from grader.host.batch import Options, grade_submission, result_writer, write_gradebook
+    from grader.host.tools.batch import Options, grade_submission, result_writer, write_gradebook
 
     submission = write_submission(tmp_path, "broken", BROKEN)
     (submission / "exercises" / "unembedding.py").unlink()

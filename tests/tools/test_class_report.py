@@ -1,4 +1,4 @@
-"""`python -m grader.host.class_report` on a class that batch graded: two correct learners, two with the same
+"""`python -m grader.host.tools.class_report` on a class that batch graded: two correct learners, two with the same
 LayerNorm mistake, one whose attention scores are not scaled and one who has not started. Its CSV, Markdown and HTML
 (opened in headless Chromium with no network) count each check's passes and each named mistake, in the grader's
 own words as the results hold them."""
@@ -56,7 +56,7 @@ def graded_class(tmp_path_factory, reference):
     out = {"csv": root / "class.csv", "html": root / "class.html", "markdown": root / "class.md"}
     options = [part for kind, path in out.items() for part in (f"--{kind}", str(path))]
     report = subprocess.run(
-        [sys.executable, "-m", "grader.host.class_report", str(root / "grades-results"), *options],
+        [sys.executable, "-m", "grader.host.tools.class_report", str(root / "grades-results"), *options],
         cwd=REPO,
         capture_output=True,
         text=True,

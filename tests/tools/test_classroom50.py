@@ -21,10 +21,10 @@ from markdown_it import MarkdownIt
 from repo import REPO, SOLUTIONS, run_grade, write_variant
 from test_render_formats import FORGED_NOTICE, effective_commands, runner_command
 
-from grader.host.classroom50 import BUNDLE_LIMIT, build_bundle
-from grader.host.release import hidden_lines, leaked_lines
 from grader.host.render import classroom50
 from grader.host.results import CheckResult, Report
+from grader.host.tools.classroom50 import BUNDLE_LIMIT, build_bundle
+from grader.host.tools.release import hidden_lines, leaked_lines
 
 SCHEMA = json.loads((REPO / "grader" / "schemas" / "classroom50-result.schema.json").read_text())
 # What Classroom 50's runner sets for an autograder (runner.py), in the shapes it gives them.

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 from repo import REPO, SOLUTIONS, write_variant
 
-from grader.host.gradescope import SCRIPTS, build_zip
+from grader.host.tools.gradescope import SCRIPTS, build_zip
 
 BIN = Path(sys.executable).parent
 SCHEMA = json.loads((REPO / "grader" / "schemas" / "gradescope-results.schema.json").read_text())

@@ -1,5 +1,5 @@
 """The learner's path on every Python the project supports: a fresh virtual environment, torch and the project
-installed as `python -m grader.host.setup` does, then `grade --solutions` (every check passes) and `grade` on the
+installed as `python -m grader.host.tools.setup` does, then `grade --solutions` (every check passes) and `grade` on the
 stubs (every check todo), without a traceback. Each Python this machine lacks is skipped, with the reason; a Python
 older than the oldest gets setup's one-line refusal and pip's."""
 
@@ -15,7 +15,7 @@ import pytest
 from filelock import FileLock
 from repo import REPO
 
-from grader.host.setup import OLDEST_PYTHON, venv_python
+from grader.host.tools.setup import OLDEST_PYTHON, venv_python
 
 SUPPORTED = ("3.10", "3.11", "3.12", "3.13")  # ci.yml's matrix names the same
 pytestmark = pytest.mark.slow
@@ -53,7 +53,7 @@ def test_the_learners_path_on_each_python(version, tmp_path, reference):
         pytest.skip(f"no Python {version} on this machine (PATH or pyenv)")
     venv = tmp_path / "venv"
     with FileLock(tmp_path.parent / "editable-install.lock"):  # one editable build of the repository at a time
-        setup = run(python, "-m", "grader.host.setup", "--venv", venv, cwd=REPO)
+        setup = run(python, "-m", "grader.host.tools.setup", "--venv", venv, cwd=REPO)
     assert setup.returncode == 0, setup.stderr[-3000:]
     grade = venv_python(venv).parent / "grade"
     solutions = run(grade, "--solutions", "--reference", "random", "--json", tmp_path / "solutions.json", cwd=REPO)
@@ -68,7 +68,7 @@ def test_a_python_too_old_is_refused_in_one_line(tmp_path):
     python = interpreter(version)
     if python is None:
         pytest.skip(f"no Python {version} on this machine (PATH or pyenv)")
-    setup = run(python, "-m", "grader.host.setup", "--venv", tmp_path / "venv", cwd=REPO)
+    setup = run(python, "-m", "grader.host.tools.setup", "--venv", tmp_path / "venv", cwd=REPO)
     assert setup.returncode == 2 and "Traceback" not in setup.stderr
     assert setup.stderr.strip() == f"setup: the grader needs Python 3.10 or later, and this is Python {version}"
     pip = run(python, "-m", "pip", "install", "--dry-run", "--no-deps", REPO, cwd=tmp_path)

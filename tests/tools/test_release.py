@@ -17,7 +17,7 @@ import pytest
 from repo import EXERCISES, REPO, SOLUTIONS
 
 from grader.checks import registry
-from grader.host.stubs import strip_solutions
+from grader.host.tools.stubs import strip_solutions
 
 LEARNER_MARK = re.compile(r"^pytestmark = .*\bpytest\.mark\.learner\b", re.MULTILINE)  # alone or in a list
 
@@ -51,7 +51,11 @@ def files_under(directory: Path) -> list[Path]:
 def release(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("release") / "learner"
     built = subprocess.run(
-        [sys.executable, "-m", "grader.host.release", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "grader.host.tools.release", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert built.returncode == 0, built.stderr
     return out
@@ -104,7 +108,7 @@ def test_no_solution_file_or_line_is_released(release):
 
 
 def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
-    from grader.host.release import TEST_SUPPORT
+    from grader.host.tools.release import TEST_SUPPORT
 
     released = {str(path.relative_to(release)) for path in files_under(release)}
     for name in (
@@ -122,7 +126,7 @@ def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
     assert sorted(path.name for path in (release / "exercises").iterdir()) == sorted(
         path.name for path in SOLUTIONS.glob("*.py")
     )
-    for path in SOLUTIONS.glob("*.py"):  # the stubs, as grader.host.stubs makes them (tested in test_stubs)
+    for path in SOLUTIONS.glob("*.py"):  # the stubs, as grader.host.tools.stubs makes them (tested in test_stubs)
         assert (release / "exercises" / path.name).read_text() == strip_solutions(path.read_text())
     # One workflow, feedback on every push; never the course's own CI.
     assert [name for name in released if name.startswith(".github/")] == [".github/workflows/grade.yml"]
@@ -141,7 +145,7 @@ def test_the_release_holds_what_a_learner_needs_and_no_instructor_file(release):
         "## For instructors" not in readme and "## The exercises, in order" in readme and "<!-- include" not in readme
     )
     # The learner's pages of docs/ ship, less their instructor text; the instructors' and maintainers' do not.
-    from grader.host.release import INSTRUCTOR_DOCS
+    from grader.host.tools.release import INSTRUCTOR_DOCS
 
     pages = {name for name in released if name.startswith("docs/") and name.endswith(".md")}
     assert {"docs/how-grading-works.md", "docs/isolation.md"} <= pages and not pages & set(INSTRUCTOR_DOCS)
@@ -191,7 +195,7 @@ def test_the_release_tests_pass_there_without_solutions(release, release_venv):
 
 
 def test_the_guard_finds_a_solution_line_anywhere(tmp_path):
-    from grader.host.release import hidden_lines, leaked_lines
+    from grader.host.tools.release import hidden_lines, leaked_lines
 
     hidden = hidden_lines(SOLUTIONS)
     assert "return self.W_E[tokens]" in hidden and "### BEGIN SOLUTION" not in hidden
@@ -213,7 +217,7 @@ def test_the_guard_finds_a_solution_line_anywhere(tmp_path):
     ],
 )
 def test_only_modules_marked_learner_ship(tmp_path, declaration, shipped):
-    from grader.host.release import is_learner_test
+    from grader.host.tools.release import is_learner_test
 
     (tmp_path / "test_x.py").write_text(f"import pytest\n\n{declaration}\n\n\ndef test_x():\n    assert True\n")
     assert is_learner_test(tmp_path / "test_x.py") is shipped
@@ -222,7 +226,7 @@ def test_only_modules_marked_learner_ship(tmp_path, declaration, shipped):
 def test_an_existing_outdir_is_refused_and_left_alone(tmp_path):
     (tmp_path / "mine.txt").write_text("keep me")
     refused = subprocess.run(
-        [sys.executable, "-m", "grader.host.release", str(tmp_path)],
+        [sys.executable, "-m", "grader.host.tools.release", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -235,7 +239,7 @@ def test_an_existing_outdir_is_refused_and_left_alone(tmp_path):
 
 
 def test_the_learner_workflow_ships_and_the_courses_ci_does_not(tmp_path):
-    from grader.host.release import learner_files
+    from grader.host.tools.release import learner_files
 
     files = [
         ".github/workflows/ci.yml",
@@ -249,7 +253,7 @@ def test_the_learner_workflow_ships_and_the_courses_ci_does_not(tmp_path):
 
 
 def test_the_learner_readme_places_every_readme_section(tmp_path):
-    from grader.host.release import ReleaseError, learner_readme, linked_files
+    from grader.host.tools.release import ReleaseError, learner_readme, linked_files
 
     readme = "# Course\n\nIntro.\n\n## Quickstart\n\nRun it.\n\n## For instructors and maintainers\n\nSecret.\n"
     template = "# For learners\n\n<!-- include: Quickstart -->\n"
@@ -265,7 +269,7 @@ def test_the_learner_readme_places_every_readme_section(tmp_path):
 
 
 def test_the_release_ships_the_docs_pages_the_learner_readme_links_to_and_places_every_page():
-    from grader.host.release import ReleaseError, learner_docs
+    from grader.host.tools.release import ReleaseError, learner_docs
 
     readme = "See [how](docs/how.md#top) and ![a figure](docs/figure.png).\n"
     pages = {
@@ -420,7 +424,7 @@ def test_the_learner_make_test_installs_only_the_learner_test_extra(release):
 
 
 def test_the_learner_readme_leaves_out_instructor_text():
-    from grader.host.release import ReleaseError, learner_readme
+    from grader.host.tools.release import ReleaseError, learner_readme
 
     readme = (
         "# Course\n\n## Feedback\n\nBoth.\n\n<!-- instructors -->\nRun `bench/x.py`.\n<!-- /instructors -->\n\n"

@@ -1,4 +1,4 @@
-"""`python -m grader.host.setup`, the set-up without make: the pip commands it would run (--dry-run),
+"""`python -m grader.host.tools.setup`, the set-up without make: the pip commands it would run (--dry-run),
 in the order the Makefile's set-up has always used, and the Makefile calling it."""
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ VERSION = re.search(r"^TORCH_VERSION \?= (\S+)$", (REPO / "Makefile").read_text(
 def dry_run(*args: str, env: dict | None = None, command_line: bool = False) -> list[str]:
     """The commands `--dry-run` prints. In this process unless `command_line`: the probe for an importable torch
     (a child importing torch, seconds) is left out, as its line, a comment, is no command; command_line runs
-    `python -m grader.host.setup` itself, probe and all."""
+    `python -m grader.host.tools.setup` itself, probe and all."""
     environ = {key: value for key, value in os.environ.items() if key not in ("TORCH_INDEX", "TORCH_VERSION")}
     environ |= env or {}
     if command_line:
-        command = [sys.executable, "-m", "grader.host.setup", "--dry-run", *args]
+        command = [sys.executable, "-m", "grader.host.tools.setup", "--dry-run", *args]
         finished = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=environ, timeout=120)
         assert finished.returncode == 0, finished.stderr
         printed = finished.stdout
     else:
-        from grader.host import setup
+        from grader.host.tools import setup
 
         out = io.StringIO()
         with (
@@ -78,19 +78,19 @@ def test_torch_only_stops_before_the_project():
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
 def test_the_makefile_installs_torch_through_grader_setup(tmp_path):
-    """`make -n` on a fresh venv: the torch step is grader.host.setup's, with the Makefile's version and index."""
+    """`make -n` on a fresh venv: the torch step is grader.host.tools.setup's, with the Makefile's version and index."""
     venv = tmp_path / "venv"
     planned = subprocess.run(
         ["make", "-n", f"VENV={venv}", f"{venv}/.installed"], capture_output=True, text=True, cwd=REPO
     ).stdout
     torch_steps = [line for line in planned.splitlines() if "torch" in line and not line.startswith("touch ")]
     assert torch_steps == [
-        f'{venv}/bin/python -m grader.host.setup --torch-only --torch-version "{VERSION}" --torch-index "{CPU}"'
+        f'{venv}/bin/python -m grader.host.tools.setup --torch-only --torch-version "{VERSION}" --torch-index "{CPU}"'
     ]
 
 
 def test_the_makefile_and_grader_setup_pin_the_same_torch():
-    from grader.host import setup
+    from grader.host.tools import setup
 
     assert setup.TORCH_VERSION == VERSION and setup.CPU_INDEX == CPU
     assert f"TORCH_INDEX ?= {CPU}" in (REPO / "Makefile").read_text()
@@ -100,7 +100,7 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
     """The cell as IPython runs it: %pip only when `grader` cannot be imported, as in a fresh Colab runtime."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from grader.host import notebook_sources
+    from grader.host.tools import notebook_sources
 
     source = "git+https://example.org/course/gpt2-learner"
     code = TransformerManager().transform_cell(notebook_sources.SETUP.format(source=source))
@@ -118,4 +118,4 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
         )
         installs = [line for name, line in magics if name == "pip"]
         assert installs == ([f'install --quiet "gpt2-from-scratch-grader @ {source}"'] if missing else [])
-        assert magics[-1] == ("load_ext", "grader.host.notebooks")
+        assert magics[-1] == ("load_ext", "grader.host.tools.notebooks")

@@ -139,7 +139,7 @@ def test_ci_workflow_runs_the_fast_tests_on_every_platform_without_make():
     assert platforms["strategy"]["matrix"]["os"] == ["ubuntu-latest", "macos-latest", "windows-latest"]
     assert platforms["runs-on"] == "${{ matrix.os }}" and platforms["timeout-minutes"] <= 15
     assert not any("make" in command.split() for command in platform_commands())
-    assert platform_commands()[0] == "python -m grader.host.setup"
+    assert platform_commands()[0] == "python -m grader.host.tools.setup"
 
 
 def test_ci_platform_commands_run_here():

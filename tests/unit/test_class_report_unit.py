@@ -1,4 +1,4 @@
-"""The class view (`python -m grader.host.class_report`) on hand-written results of every kind it reads, junk
+"""The class view (`python -m grader.host.tools.class_report`) on hand-written results of every kind it reads, junk
 among them: what it counts, how it ranks, what it skips and says, and that no learner's text is interpreted."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.host import class_report
-from grader.host.classview import inputs
-from grader.host.classview.inputs import Learner, read_results
-from grader.host.classview.tally import pseudonym, tally
+from grader.host.tools import class_report
+from grader.host.tools.classview import inputs
+from grader.host.tools.classview.inputs import Learner, read_results
+from grader.host.tools.classview.tally import pseudonym, tally
 
 pytestmark = pytest.mark.unit
 
@@ -160,9 +160,9 @@ def test_the_gradebook_csv_gives_statuses_only(tmp_path):
 
 def test_each_format_as_the_graders_own_renderers_write_it(tmp_path):
     """The same report through batch, grade --json, Gradescope's and Classroom 50's writers reads back the same."""
-    from grader.host.batch import Submission
     from grader.host.render import classroom50, gradescope
     from grader.host.results import CheckResult, Report
+    from grader.host.tools.batch import Submission
 
     checks = [
         CheckResult("layernorm", "model", "LayerNorm", "fail", 2, hint=UNBIASED),

@@ -24,7 +24,7 @@ from figure_evidence import (
 )
 
 from grader.host import figures
-from grader.host.show import prediction_lines
+from grader.host.modes.show import prediction_lines
 from grader.shared import wire
 
 pytestmark = pytest.mark.unit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.host.show import Sizes
+from grader.host.modes.show import Sizes
 
 pytestmark = pytest.mark.unit
 
@@ -30,7 +30,7 @@ def test_a_step_named_by_an_alias_is_said_to_differ_from_the_reference_step_it_n
     import numpy as np
 
     from grader.checks import Tolerance
-    from grader.host.show import Step, step_match
+    from grader.host.modes.show import Step, step_match
 
     variance = np.full((1, 7, 1), 1e-3)
     steps = {"mean": np.zeros((1, 7, 1)), "var": variance}

@@ -9,10 +9,10 @@ import watchfiles
 from rich.console import Console
 
 from grader.checks import select
-from grader.host import watch
+from grader.host.modes import watch
+from grader.host.modes.watch import SavedPython, Watch, changes_line, check_lines, regraded, saved_files, score_line
 from grader.host.pipeline import ReferenceTampered
 from grader.host.results import CheckResult, Report
-from grader.host.watch import SavedPython, Watch, changes_line, check_lines, regraded, saved_files, score_line
 
 pytestmark = pytest.mark.unit
 

@@ -25,7 +25,7 @@ def test(check: CheckResult) -> dict:
         "output_format": "md",
         "tags": [check.part],
         "visibility": "visible",
-        # What the class view (grader.host.class_report) counts: Gradescope keeps it with the test, unshown.
+        # What the class view (grader.host.tools.class_report) counts: Gradescope keeps it with the test, unshown.
         "extra_data": {"check": check.id, "status": check.status, "mistake": check.hint, "page": check.page},
     }
 

@@ -1,4 +1,4 @@
-"""Classroom 50's autograder for the GPT-2 course, written by `python -m grader.host.classroom50` (do not edit:
+"""Classroom 50's autograder for the GPT-2 course, written by `python -m grader.host.tools.classroom50` (do not edit:
 build it again).
 
 Classroom 50's runner runs this with the learner's checkout as the working directory and the submission in its
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-RELEASE = "unreleased"  # the course's commit this bundle was made from, stamped by grader.host.classroom50
+RELEASE = "unreleased"  # the course's commit this bundle was made from, stamped by grader.host.tools.classroom50
 GRADER = Path(__file__).resolve().parent / "grader-src"
 CHECKOUT = Path.cwd()
 # Whether this runner can confine the learner's code: then a grading that could not is refused, never quietly
@@ -36,7 +36,7 @@ def python(*args: str, quiet: bool = False) -> int:
 def main() -> int:
     started = time.monotonic()
     say(f"the GPT-2 course's grader at {RELEASE}, on Python {sys.version.split()[0]}")
-    if python("-m", "grader.host.setup"):  # torch from a local wheel or PyTorch's CPU index, then the grader
+    if python("-m", "grader.host.tools.setup"):  # torch from a local wheel or PyTorch's CPU index, then the grader
         say("could not install the grader and PyTorch (see pip's lines above)")
         return 1
     python("-m", "grader", "--download", quiet=True)  # where it cannot, grade says why once, then grades offline

@@ -1,6 +1,6 @@
 """The class view: which checks most learners fail, and on which named mistakes, from what this grader wrote.
 
-    python -m grader.host.class_report RESULTS... [--csv FILE] [--html FILE] [--markdown FILE|-]
+    python -m grader.host.tools.class_report RESULTS... [--csv FILE] [--html FILE] [--markdown FILE|-]
                                        [--pages URL] [--anonymise] [--assignment SLUG]
 
 Each of RESULTS is a file, or a directory whose *.json and *.csv files are read, and the results.json and
@@ -11,7 +11,7 @@ its content: batch's and the notebooks' per-learner result (grades-results/NAME.
 the CSV gradebook of batch and the notebooks (statuses only, no mistakes). A learner seen twice: the later file
 wins, in the order given (a directory's files by name). Every file is the learner's to forge: a file, or an entry
 or row of one, that is not what it should be is skipped with a line on stderr, and the rest is read
-(grader.host.classview.inputs).
+(grader.host.tools.classview.inputs).
 
 A learner with no status at all (batch's result with no report, a gradebook row with only its error, a Classroom
 entry without a submission) could not be graded: counted apart, listed with the reason, and left out of every
@@ -25,7 +25,7 @@ Outputs, any of them:
 - --csv: a row per check (`kind` check: how many learners pass, fail, todo, error, timeout, of `graded`), then a
   row per named mistake (`kind` mistake: the check, the mistake in the grader's words, the `learners` it caught),
   the most frequent first;
-- --html: one self-contained page (grader.host.classview.page), the course pages linked under --pages;
+- --html: one self-contained page (grader.host.tools.classview.page), the course pages linked under --pages;
 - --markdown (`-`: stdout): the learners, the median score, the five lowest pass rates, the top named mistakes.
 """
 
@@ -35,9 +35,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from grader.host.classview import page, tables
-from grader.host.classview.inputs import NeedsAssignment, read_results
-from grader.host.classview.tally import ClassView, anonymised, pseudonym, tally
+from grader.host.tools.classview import page, tables
+from grader.host.tools.classview.inputs import NeedsAssignment, read_results
+from grader.host.tools.classview.tally import ClassView, anonymised, pseudonym, tally
 from grader.shared.commands import tool_parser
 from grader.shared.wire import clean_text
 
@@ -45,7 +45,7 @@ STDOUT = "-"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = tool_parser("grader.host.class_report", __doc__)
+    p = tool_parser("grader.host.tools.class_report", __doc__)
     p.add_argument(
         "results",
         nargs="+",

@@ -3,8 +3,8 @@
 Each solution file is wrapped in a one-cell notebook marked as an nbgrader solution cell, so the
 regions between `### BEGIN SOLUTION` and `### END SOLUTION` are replaced by nbgrader itself.
 
-    python -m grader.host.stubs            # rewrite exercises/ from solutions/
-    python -m grader.host.stubs --check    # exit 1 when exercises/ is out of date
+    python -m grader.host.tools.stubs            # rewrite exercises/ from solutions/
+    python -m grader.host.tools.stubs --check    # exit 1 when exercises/ is out of date
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def write_exercises(solutions: Path, exercises: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.host.stubs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m grader.host.tools.stubs", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report whether exercises/ is in sync")
     parser.add_argument("--solutions", type=Path, default=REPO_ROOT / "solutions")
     parser.add_argument("--exercises", type=Path, default=REPO_ROOT / "exercises")
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = out_of_sync(args.solutions, args.exercises)
         for name in stale:
-            print(f"exercises/{name} is out of sync with solutions/ (run: python -m grader.host.stubs)")
+            print(f"exercises/{name} is out of sync with solutions/ (run: python -m grader.host.tools.stubs)")
         return 1 if stale else 0
     write_exercises(args.solutions, args.exercises)
     return 0

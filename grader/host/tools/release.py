@@ -1,9 +1,9 @@
 """Build the learner's repository: everything needed to do and grade the exercises, no solution.
 
-    python -m grader.host.release OUTDIR
+    python -m grader.host.tools.release OUTDIR
 
 What goes in:
-- `exercises/`, generated afresh from `solutions/` by `grader.host.stubs`;
+- `exercises/`, generated afresh from `solutions/` by `grader.host.tools.stubs`;
 - the `grader/` package, `pyproject.toml`, the `Makefile` and `.gitignore`;
 - the learner workflow, `.github/workflows/grade.yml` (feedback on every push), when it exists;
 - `tests/conftest.py`, the session plugin and helpers it loads (TEST_SUPPORT), and each test module that
@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from grader.host.stubs import strip_solutions, write_exercises
+from grader.host.tools.stubs import strip_solutions, write_exercises
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
 
@@ -153,7 +153,7 @@ def learner_readme(template: str, readme: str) -> str:
     if unplaced:
         raise ReleaseError(
             f"README.md's section {unplaced[0]!r} is neither included in {README_TEMPLATE} "
-            "nor in INSTRUCTOR_SECTIONS (grader/host/release.py)"
+            "nor in INSTRUCTOR_SECTIONS (grader/host/tools/release.py)"
         )
     return learner_text(INCLUDE.sub(lambda match: sections[match.group(1)], template))
 
@@ -206,7 +206,7 @@ def learner_docs(readme: str, pages: dict[str, str]) -> tuple[dict[str, str], se
     if unplaced:
         raise ReleaseError(
             f"{unplaced[0]} is neither linked from the learner README (or a page it ships) "
-            "nor in INSTRUCTOR_DOCS (grader/host/release.py)"
+            "nor in INSTRUCTOR_DOCS (grader/host/tools/release.py)"
         )
     return shipped, others
 
@@ -286,7 +286,7 @@ def build_release(outdir: Path, root: Path = REPO_ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = tool_parser("grader.host.release", __doc__, "where to write the learner repository (new or empty)")
+    parser = tool_parser("grader.host.tools.release", __doc__, "where to write the learner repository (new or empty)")
     args = parser.parse_args(argv)
     try:
         files = build_release(args.outdir)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import csv
 from typing import TextIO
 
-from grader.host.batch import spreadsheet_safe
-from grader.host.classview.tally import ClassView
 from grader.host.render.markdown import literal
 from grader.host.results import STATUSES
+from grader.host.tools.batch import spreadsheet_safe
+from grader.host.tools.classview.tally import ClassView
 
 # A check's row fills the status counts and `graded` (of how many learners); a mistake's fills `mistake` and
 # `learners` (how many it caught). `kind` says which a row is.

@@ -24,8 +24,8 @@ from rich.markdown import Markdown
 
 from grader.host.course import page_of
 from grader.host.diagnose import Candidate, first_divergence, matches_step, names_step, shaped_like
+from grader.host.modes.show import differences, shape_text
 from grader.host.results import CheckResult, Report
-from grader.host.show import differences, shape_text
 from grader.host.verdict import Evidence, compare_cases
 from grader.shared.paths import REPO_ROOT
 

@@ -1,5 +1,5 @@
 """The nbgrader source notebooks, one per part, and the course's nbgrader_config.py: what
-`python -m grader.host.notebooks OUTDIR` writes (grader.host.notebooks describes the notebooks' cells).
+`python -m grader.host.tools.notebooks OUTDIR` writes (grader.host.tools.notebooks describes the notebooks' cells).
 
 The names the notebooks' other sides look up live here too: the package the `%%exercise` cells
 write (`NOTEBOOK_PACKAGE`), each part's notebook name and each test cell's grade id.
@@ -25,12 +25,12 @@ SETUP = (
     "import importlib.util\n"
     'if importlib.util.find_spec("grader") is None:  # a fresh Colab runtime\n'
     '    %pip install --quiet "gpt2-from-scratch-grader @ {source}"\n'
-    "%load_ext grader.host.notebooks"
+    "%load_ext grader.host.tools.notebooks"
 )
 CONFIG_FILE = "nbgrader_config.py"
 STARTUP_ALLOWANCE = 300  # seconds for the first cell's reference build, on a slow machine
 # The course's nbgrader_config.py: Python that nbgrader runs in its own process as it starts.
-CONFIG = """# Written by python -m grader.host.notebooks.
+CONFIG = """# Written by python -m grader.host.tools.notebooks.
 import os
 import sysconfig
 
@@ -87,7 +87,7 @@ def nbgrader_cell(source: str, grade_id: str, *, solution: bool = False, points:
 def part_files(part: str, checks: list, solutions: Path) -> list[str]:
     """The files a part's notebook holds, in course order: the given ones (no solution region,
     such as config.py), then each file whose first check belongs to this part."""
-    from grader.host.stubs import strip_solutions
+    from grader.host.tools.stubs import strip_solutions
 
     owner: dict[str, str] = {}
     for check in checks:
@@ -157,7 +157,7 @@ def part_notebook(number: int, part: str, checks: list, solutions: Path, source:
     """The nbgrader source notebook of one part: its markdown cells link the course's pages (`pages_base`)."""
     import nbformat
 
-    from grader.host.stubs import strip_solutions
+    from grader.host.tools.stubs import strip_solutions
 
     base = pages_base(source)
     introduction = (
@@ -256,8 +256,8 @@ def repository_source(root: Path = REPO_ROOT) -> str | None:
 def cell_time_limit() -> int:
     """Seconds a test cell may take: its check's own limit, and the rest of a grading around it."""
     from grader.checks import registry
-    from grader.host.batch import submission_time_limit
     from grader.host.runner import DEFAULT_TIMEOUT
+    from grader.host.tools.batch import submission_time_limit
 
     return int(max(submission_time_limit([check], DEFAULT_TIMEOUT) for check in registry()) + STARTUP_ALLOWANCE)
 

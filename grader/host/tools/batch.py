@@ -1,6 +1,6 @@
 """Grade a class: every learner checkout in a directory, with this checkout's grader.
 
-    python -m grader.host.batch SUBMISSIONS_DIR --csv grades.csv [CHECK ...] [--jobs N]
+    python -m grader.host.tools.batch SUBMISSIONS_DIR --csv grades.csv [CHECK ...] [--jobs N]
 
 Each subdirectory of SUBMISSIONS_DIR is one submission, and only its `exercises/` is read: its
 directories and regular files (within size and count limits; no links, pipes, sockets or devices)
@@ -322,7 +322,7 @@ def write_gradebook(path: Path, results: list[Submission], checks: Sequence, fir
 
 
 def parser() -> argparse.ArgumentParser:
-    p = tool_parser("grader.host.batch", __doc__)
+    p = tool_parser("grader.host.tools.batch", __doc__)
     p.add_argument("submissions", type=Path, metavar="SUBMISSIONS_DIR", help="one learner checkout per subdirectory")
     add_grading_options(p, "submissions", "the gradebook to write")
     p.add_argument(

@@ -23,9 +23,9 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from grader.host.batch import POINTS_COLUMN
 from grader.host.course import COURSE_DIR
 from grader.host.results import STATUSES, CheckStatus
+from grader.host.tools.batch import POINTS_COLUMN
 from grader.shared.wire import clean_text, malformed
 
 MAX_FILE_BYTES = 64 * 2**20  # a collected scores.json of a large class; a forged file larger is refused unread

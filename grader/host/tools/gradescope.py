@@ -1,6 +1,6 @@
 """Gradescope's autograder zip: the learner repository (no solution), with `setup.sh` and `run_autograder`.
 
-    python -m grader.host.gradescope autograder.zip      (or: make gradescope)
+    python -m grader.host.tools.gradescope autograder.zip      (or: make gradescope)
 
 Gradescope unpacks the zip into /autograder/source, runs `setup.sh` once to build its image (the
 grader installed, GPT-2 downloaded where the image can reach it, the reference cache prepared) and
@@ -17,11 +17,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from grader.host.release import ReleaseError, build_release
+from grader.host.tools.release import ReleaseError, build_release
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
 
-SCRIPTS_DIR = Path(__file__).resolve().parents[1] / "templates" / "gradescope"
+SCRIPTS_DIR = Path(__file__).resolve().parents[2] / "templates" / "gradescope"
 SCRIPTS = ("setup.sh", "run_autograder")
 EXECUTABLE = 0o100755 << 16  # a zip entry's Unix mode lives in the high half of external_attr
 
@@ -48,7 +48,7 @@ def build_zip(out: Path, root: Path = REPO_ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = tool_parser("grader.host.gradescope", __doc__)
+    parser = tool_parser("grader.host.tools.gradescope", __doc__)
     parser.add_argument("zip", type=Path, metavar="OUT.zip", help="the zip to write (e.g. autograder.zip)")
     args = parser.parse_args(argv)
     try:

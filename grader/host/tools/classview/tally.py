@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from grader.checks import registry
-from grader.host.classview.inputs import Learner
 from grader.host.course import page_path
+from grader.host.tools.classview.inputs import Learner
 
 
 def pseudonym(name: str) -> str:

@@ -1,7 +1,7 @@
-"""`python -m grader.host.notebooks grade`: the submitted notebooks' grades, recorded from outside any kernel
-(grader.host.notebooks says why). Each learner's `%%exercise` cells are read, never run, into a package laid out
-like `exercises/`; grader.host.batch's machinery grades it, and the points go into a CSV, one JSON result per learner
-and, with `--db`, nbgrader's gradebook.
+"""`python -m grader.host.tools.notebooks grade`: the submitted notebooks' grades, recorded from outside any kernel
+(grader.host.tools.notebooks says why). Each learner's `%%exercise` cells are read, never run, into a package laid out
+like `exercises/`; grader.host.tools.batch's machinery grades it, and the points go into a CSV, one JSON result per
+learner and, with `--db`, nbgrader's gradebook.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.host.notebook_sources import grade_cell_id, notebook_name
+from grader.host.tools.notebook_sources import grade_cell_id, notebook_name
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
 
 if TYPE_CHECKING:
-    from grader.host.batch import Submission
+    from grader.host.tools.batch import Submission
 
 MAX_NOTEBOOK_BYTES = 50 * 2**20  # a generated notebook is tens of KB; with outputs and figures, a few MB
 
@@ -82,10 +82,10 @@ def write_package(notebooks: list[Path], package: Path) -> None:
 
 
 def grade_packages(learners: list[Path], checks: list, args: argparse.Namespace, on_done) -> list[Submission]:
-    """Each `learner/exercises/` graded as grader.host.batch grades a checkout: by `grade` in a process group
+    """Each `learner/exercises/` graded as grader.host.tools.batch grades a checkout: by `grade` in a process group
     of its own, the sandbox required wherever this machine has one; on_done(result) as each is graded."""
-    from grader.host.batch import Options, grade_all, submission_time_limit
     from grader.host.refcache import ensure_reference
+    from grader.host.tools.batch import Options, grade_all, submission_time_limit
     from grader.shared.sandbox import status
 
     def say(message: str, fraction: float | None = None) -> None:
@@ -144,7 +144,7 @@ def write_gradebook(url: str, assignment: str, results: list[Submission], checks
 def write_packages(learners: list[Path], assignment: str, scratch: Path) -> tuple[list[Path], list[Submission]]:
     """`scratch/LEARNER/exercises/` for each learner whose notebooks can be read; for the others, a row
     with the error."""
-    from grader.host.batch import Submission
+    from grader.host.tools.batch import Submission
 
     packaged, unread = [], []
     for learner in learners:
@@ -162,9 +162,9 @@ def write_packages(learners: list[Path], assignment: str, scratch: Path) -> tupl
 def record_grades(args: argparse.Namespace) -> int:
     """Grade the submitted notebooks from outside any kernel and record the grades."""
     from grader.checks import select
-    from grader.host.batch import grading_options_problem, result_writer, results_directory, submissions_in
-    from grader.host.batch import write_gradebook as write_csv
     from grader.host.refcache import ReferenceUnavailable
+    from grader.host.tools.batch import grading_options_problem, result_writer, results_directory, submissions_in
+    from grader.host.tools.batch import write_gradebook as write_csv
 
     def usage(message: str) -> int:
         print(f"notebooks grade: {message}", file=sys.stderr)
@@ -201,9 +201,9 @@ def record_grades(args: argparse.Namespace) -> int:
 
 
 def grade_parser() -> argparse.ArgumentParser:
-    from grader.host.batch import add_grading_options
+    from grader.host.tools.batch import add_grading_options
 
-    p = tool_parser("grader.host.notebooks grade", record_grades.__doc__ or "")
+    p = tool_parser("grader.host.tools.notebooks grade", record_grades.__doc__ or "")
     p.add_argument(
         "submitted",
         type=Path,

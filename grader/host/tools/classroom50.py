@@ -1,6 +1,6 @@
 """Classroom 50's autograder bundle: the folder CLASSROOM/autograders/ASSIGNMENT/ of a classroom's config repository.
 
-    python -m grader.host.classroom50 OUTDIR      (or: make classroom50)
+    python -m grader.host.tools.classroom50 OUTDIR      (or: make classroom50)
 
 OUTDIR gets `autograder.py` (from grader/templates/classroom50/), stamped with this checkout's commit, and
 `grader-src/`: the grader as the learner release ships it (`grader/`, `pyproject.toml`, the learner README), so
@@ -20,11 +20,11 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from grader.host.release import ReleaseError, build_release, hidden_lines, leaked_lines
+from grader.host.tools.release import ReleaseError, build_release, hidden_lines, leaked_lines
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
 
-TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "classroom50" / "autograder.py"
+TEMPLATE = Path(__file__).resolve().parents[2] / "templates" / "classroom50" / "autograder.py"
 UNSTAMPED = 'RELEASE = "unreleased"'
 SOURCE = "grader-src"
 SOURCE_FILES = ("pyproject.toml", "README.md")  # beside grader/: what `pip install` of the grader reads
@@ -95,7 +95,7 @@ def build_bundle(outdir: Path, root: Path = REPO_ROOT) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = tool_parser(
-        "grader.host.classroom50", __doc__, "where to write the bundle, e.g. CLASSROOM/autograders/ASSIGNMENT"
+        "grader.host.tools.classroom50", __doc__, "where to write the bundle, e.g. CLASSROOM/autograders/ASSIGNMENT"
     )
     args = parser.parse_args(argv)
     try:

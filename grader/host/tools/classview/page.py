@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from html import escape
 
-from grader.host.classview.tables import headline, number
-from grader.host.classview.tally import ClassView
 from grader.host.results import STATUSES
+from grader.host.tools.classview.tables import headline, number
+from grader.host.tools.classview.tally import ClassView
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }

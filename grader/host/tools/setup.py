@@ -1,8 +1,8 @@
 """Set-up without `make`, the same on Windows, macOS and Linux; the standard library only, as it
 runs before torch or anything else is installed:
 
-    python -m grader.host.setup --venv .venv      # a virtual environment here, with the grader in it
-    python -m grader.host.setup                   # or: into the Python that runs this
+    python -m grader.host.tools.setup --venv .venv      # a virtual environment here, with the grader in it
+    python -m grader.host.tools.setup                   # or: into the Python that runs this
 
 PyTorch is installed before the grader, so nothing pulls the multi-GB CUDA build by accident: a
 torch wheel already on this machine (`pip install --no-index`, pip's find-links) with its
@@ -24,7 +24,7 @@ TORCH_VERSION = "2.13.0"  # the Makefile's TORCH_VERSION; a test holds the two e
 OLDEST_PYTHON = (3, 10)  # pyproject's requires-python; a test holds the two equal
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PYPI = "https://pypi.org/simple"  # torch's own dependencies are on PyPI, not on PyTorch's index
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def venv_python(venv: Path) -> Path:
@@ -88,7 +88,7 @@ def dry_run(python: str, args: argparse.Namespace, steps: list[str]) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m grader.host.setup", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m grader.host.tools.setup", description=__doc__.splitlines()[0])
     p.add_argument("--venv", type=Path, metavar="DIR", help="install into a virtual env at DIR, made if missing")
     p.add_argument(
         "--torch-index",

@@ -1,0 +1,1 @@
+"""What a learner runs beside a grading: `grade --watch`, `--hint` and `--show`."""
