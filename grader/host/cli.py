@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -184,7 +183,7 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
     """Grade with `reference`, show the report with each of `emits`, and say what the exit code means."""
     from rich.console import Console
 
-    from grader.host.pipeline import ReferenceTampered, grade_package
+    from grader.host.pipeline import ReferenceTampered, grading
     from grader.host.refcache import ReferenceUnavailable, discard
     from grader.shared import sandbox
 
@@ -198,47 +197,31 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
             from grader.host.modes.watch import watch
 
             return watch(package, checks, reference, processes, Console(), not args.quiet, rebuilt)
-        kept = KeptOutcomes(processes)
-        report, stages = None, hint_stages(checks, package) if args.hint else [checks]
+        keep = bool(args.hint or args.show or args.html)  # what reads more than the report: the evidence
+        whole, stages = None, hint_stages(checks, package) if args.hint else [checks]
         for stage in stages:
             try:
                 with errors.status(f"running {len(stage)} checks on {package}"):
-                    graded_now = grade_package(package, stage, reference, processes=kept)
+                    graded_now = grading(package, stage, reference, processes=processes, keep_evidence=keep)
             except ReferenceTampered as error:
                 reference = rebuilt(reference, error)
-                graded_now = grade_package(package, stage, reference, processes=kept)
-            report = graded_now if report is None else replace(report, checks=report.checks + graded_now.checks)
-            if not graded_now.passed:  # --hint's stages: a failing check is the one to give a hint for
+                graded_now = grading(package, stage, reference, processes=processes, keep_evidence=keep)
+            whole = graded_now if whole is None else whole.then(graded_now)
+            if not graded_now.report.passed:  # --hint's stages: a failing check is the one to give a hint for
                 break
     except (ReferenceTampered, ReferenceUnavailable) as again:
         print(f"grade: no trustworthy reference: {again}", file=sys.stderr)
         return 2
     sandbox.end_descendants()  # nothing the learner's code started may touch what is written next
     if args.hint or args.show:
-        return inspected(report, kept, package, args.hint)
+        return inspected(whole, package, args.hint)
+    report = whole.with_figures() if args.html else whole.report  # the figures only for the page that draws them
     for emit in emits:  # the terminal's report, then the files, then GitHub's step
         emit(report)
     if not report.passed:  # CI prints only "exit code 1": say what it means
         passing = sum(check.status == "pass" for check in report.checks)
         print(f"grade: {passing} of {len(report.checks)} checks pass; the exit code is 1 until all do", file=sys.stderr)
     return 0 if report.passed else 1
-
-
-class KeptOutcomes:
-    """The learner's processes as `grade_package` uses them, keeping what each check's process sent back and the
-    reference it was graded against: --hint and --show read more of them than a report holds."""
-
-    def __init__(self, processes):
-        self.processes, self.outcomes, self.reference = processes, {}, None
-
-    @property
-    def limits(self):
-        return self.processes.limits
-
-    def run(self, package: Path, checks: list, reference, on_outcome=None) -> dict:
-        outcomes = self.processes.run(package, checks, reference, on_outcome)
-        self.outcomes, self.reference = {**self.outcomes, **outcomes}, reference  # --hint grades in stages
-        return outcomes
 
 
 def hint_stages(checks: list, package: Path) -> list[list]:
@@ -251,23 +234,16 @@ def hint_stages(checks: list, package: Path) -> list[list]:
     return staged
 
 
-def inspected(report, kept: KeptOutcomes, package: Path, hint: bool) -> int:
-    """`grade --hint` or `grade --show` on a grading: the exit code is the grading's."""
-    from grader.checks import registry
-    from grader.host.verdict import Evidence
-
-    checks = {check.id: check for check in registry()}
-    evidences = {
-        result.id: Evidence(checks[result.id], kept.outcomes[result.id], kept.reference) for result in report.checks
-    }
+def inspected(whole, package: Path, hint: bool) -> int:
+    """`grade --hint` or `grade --show` on a grading and its evidence: the exit code is the grading's."""
     if hint:
         from grader.host.modes.hints import hint as give_hint
 
-        return give_hint(report, evidences, package)
+        return give_hint(whole.report, whole.evidence, package)
     from grader.host.modes.show import printout
 
-    print("\n".join(printout(report, evidences, kept.reference)))
-    return 0 if report.passed else 1
+    print("\n".join(printout(whole.report, whole.evidence)))
+    return 0 if whole.report.passed else 1
 
 
 def say(problem: str) -> None:

@@ -21,7 +21,7 @@ from grader.host.diagnose import (
     named_step,
     weights_message,
 )
-from grader.host.figures import all_figures, difference
+from grader.host.figures import difference
 from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, CheckStatus, reference_name
 from grader.host.runner import Outcome
@@ -80,7 +80,7 @@ class Evidence:
         self.reference_param_counts = reference.meta["param_counts"]
         self.prompt_tokens = reference.meta.get("prompt_tokens", [])
         self.small_model = reference.meta.get("small_model", {})  # its vocabulary's text, its lens case's tokens
-        self._reference = reference
+        self.reference = reference
         self.reference_name = reference_name(reference.kind)
         # "GPT-2" is only ever the default; a check that compares with something else keeps its own words
         self.expected_from = self.reference_name if check.expected_from == "GPT-2" else check.expected_from
@@ -91,7 +91,7 @@ class Evidence:
 
     @functools.cached_property
     def _vocabulary(self) -> list[str]:
-        return self._reference.vocabulary()
+        return self.reference.vocabulary()
 
     def output(self, case: str):
         return self.outcome.outputs[wire.OUTPUT.format(case=case)]
@@ -129,8 +129,15 @@ class Evidence:
 
 
 def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResult:
-    """The check's result, built once from the evidence: what its verdict says, where, and what to do next."""
-    evidence = Evidence(check, outcome, reference)
+    """The check's result: what its verdict says, where, and what to do next."""
+    return result_of(Evidence(check, outcome, reference))
+
+
+def result_of(evidence: Evidence) -> CheckResult:
+    """The check's result, built once from the evidence. Its figures are the diagnosis's (where a failing output
+    differs); the HTML report's others are drawn from the evidence only when that report is asked for
+    (`grader.host.pipeline.Grading.with_figures`)."""
+    check, outcome = evidence.check, evidence.outcome
     where = outcome.reply.where or outcome.reply.target_where
     ruling = verdict(evidence, where)
     compared, diagnosis = ruling.compared, ruling.diagnosis
@@ -157,7 +164,7 @@ def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResu
         trace=trace_lines(evidence),
         target=check.target.label,
         printed=list(outcome.printed),
-        figures=diagnosis.figures | all_figures(evidence),
+        figures=diagnosis.figures,
         page=page_path(check),
     )
     return replace(result, next_step=next_step(check, result, evidence.expected_from, where))

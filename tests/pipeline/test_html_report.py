@@ -7,7 +7,7 @@ import shutil
 
 import figure_evidence
 import pytest
-from repo import by_id, run_grade, write_variant
+from repo import SOLUTIONS, by_id, run_grade, write_variant
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 LAUNCH_ARGS = [
@@ -179,3 +179,16 @@ def test_figures_come_from_the_checks_records(grade, tmp_path):
     difference = results["mlp"].figures["difference"]
     assert len(difference["values"]) == 7 and len(difference["values"][0]) == 768
     assert results["embed"].figures == {}
+
+
+def test_the_figures_are_drawn_only_for_the_page_that_shows_them(reference):
+    """A grading keeps no evidence and draws no figure unless asked (grade --html, --hint, --show); asked, the
+    evidence it kept gives the page's figures: the trainer's loss curve here."""
+    from grader.checks import select
+    from grader.host.pipeline import grading
+
+    plain = grading(SOLUTIONS, select(["training.trainer"]), reference)
+    assert plain.evidence == {} and plain.report.checks[0].figures == {}
+    kept = grading(SOLUTIONS, select(["training.trainer"]), reference, keep_evidence=True)
+    assert set(kept.evidence) == {"training.trainer"} and kept.report.checks[0].figures == {}
+    assert "loss_curve" in kept.with_figures().checks[0].figures

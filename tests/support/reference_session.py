@@ -145,7 +145,6 @@ class ReferenceBuild(threading.Thread):
 
     def grade_ahead(self) -> None:
         from grader.checks import select
-        from grader.host.pipeline import grade_package
         from grader.host.runner import LearnerProcesses, Limits
 
         limits = Limits().settled()
@@ -154,7 +153,7 @@ class ReferenceBuild(threading.Thread):
         try:
             with LearnerProcesses(limits) as processes:
                 for package in self.packages:
-                    self.graded[package] = grade_package(package, select(()), self.data, processes=processes)
+                    self.graded[package] = drawn(package, select(()), self.data, processes)
                     written = self.session.ahead_file(package).with_suffix(".partial")
                     written.write_bytes(pickle.dumps(self.graded[package]))
                     written.rename(self.session.ahead_file(package))
@@ -251,15 +250,14 @@ def reference(session):
 
 @pytest.fixture(scope="session")
 def grade(reference, session, request):
-    """grade(package, *check_ids, **limits) -> Report, in this process; the learner's code still runs
-    in a child. One worker per set of limits serves the whole session, as in batch grading.
+    """grade(package, *check_ids, **limits) -> Report, in this process, with its figures drawn (`drawn`); the
+    learner's code still runs in a child. One worker per set of limits serves the whole session, as in batch grading.
 
     solutions/ and exercises/ never change during a session, so under the default limits each is
     graded at every check once, and any selection of their checks is read from that grading: each
     check runs in a fork of its own, so which other checks ran changes nothing.
     """
     from grader.checks import select
-    from grader.host.pipeline import grade_package
     from grader.host.runner import LearnerProcesses, Limits
 
     shared: dict = {}
@@ -268,7 +266,7 @@ def grade(reference, session, request):
     def graded(package: Path, checks: list, limits) -> Report:
         if limits not in shared:
             shared[limits] = LearnerProcesses(limits)
-        return grade_package(package, checks, reference, processes=shared[limits])
+        return drawn(package, checks, reference, shared[limits])
 
     def run(package: Path, *check_ids: str, **limits):
         key, checks, where = Limits(**limits).settled(), select(check_ids), Path(package).resolve()
@@ -287,6 +285,13 @@ def grade(reference, session, request):
     yield run
     for processes in shared.values():
         processes.close()
+
+
+def drawn(package: Path, checks: list, reference, processes) -> Report:
+    """A grading's report with the HTML page's figures drawn, as `grade --html` writes it: the tests read them."""
+    from grader.host.pipeline import grading
+
+    return grading(package, checks, reference, processes=processes, keep_evidence=True).with_figures()
 
 
 def keeping_the_where_invariant(report: Report, package: Path, reference, session: Session) -> Report:

@@ -59,9 +59,9 @@ def weight_shapes(reference) -> dict[str, list[int]]:
         return {key: list(handle.get_slice(key).get_shape()) for key in handle.keys()}
 
 
-def printout(report: Report, evidences: dict[str, Evidence], reference) -> list[str]:
+def printout(report: Report, evidences: dict[str, Evidence]) -> list[str]:
     """The printout of every selected check, after one line naming the reference (and saying when it is random)."""
-    weights = weight_shapes(reference)
+    weights = weight_shapes(next(iter(evidences.values())).reference) if evidences else {}
     lines = [f"grade --show: {report.package} against {evidences_reference(evidences, report)}"]
     lines += random_reference_line(report)
     for result in report.checks:
