@@ -68,21 +68,6 @@ class Reference:
             self.tokens[name] = ids
         return name
 
-    def largest_first_position_norm(self, token_sets: tuple[str, ...]) -> float:
-        """The largest norm of the first position's residual stream, over every block and these token sets."""
-        hooks = [
-            f"blocks.{layer}.hook_resid_{site}" for layer in range(self.n_layers) for site in ("pre", "mid", "post")
-        ]
-        return max(
-            float(self.activations(name)[hook][:, 0].norm(dim=-1).max()) for name in token_sets for hook in hooks
-        )
-
-    def largest_attention_score(self, token_sets: tuple[str, ...]) -> float:
-        """The largest |score| of a visible key (scaled, before the softmax), over every head and these token sets."""
-        hooks = [f"blocks.{layer}.attn.hook_attn_scores" for layer in range(self.n_layers)]
-        scores = (self.activations(name)[hook] for name in token_sets for hook in hooks)
-        return max(float(s[s.isfinite()].abs().max()) for s in scores)
-
     def call(self, path: str, *args: torch.Tensor, overrides: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """The reference submodule at `path` applied to `args`, optionally with some parameters replaced."""
         import torch

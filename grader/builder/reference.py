@@ -233,7 +233,7 @@ def may_run_beside(held: dict[str, Held]) -> list[str]:
 def small_model_facts(ref: Reference) -> dict:
     """For the figures of the small induction model: the text of each of its token ids (the corpus's ids, by
     frequency, in the tokenizer's words), and the logit lens's case on it with its tokens."""
-    from grader.checks.interp.logit_lens import SMALL_LENS
+    from grader.shared.formats import SMALL_LENS
 
     small = ref.induction_model()
     gpt2_ids = ref.corpus().gpt2_ids[: small.d_vocab].tolist()

@@ -1,11 +1,15 @@
 """What the checks (in the reference builder's process) and the drivers (in the learner's) agree on that is not one of
 GPT-2's tensors: text as UTF-8 bytes in a uint8 tensor (read by `tensor_text`, made by the drivers' `text_tensor`);
 beams as rows [group, log-prob sum, token ids padded with PADDING] (`beam_rows`); the names of the extras a driver
-reads; the tiny Transformer of the training checks. Shared and torch-free, so that the grader's process, which
-imports the checks, imports nothing of the learner's side to know them."""
+reads; the tiny Transformer of the training checks; the case whose tokens the builder writes for a figure. Shared
+and torch-free, so that the grader's process, which imports the checks, imports nothing of the learner's side to know
+them."""
 
 from __future__ import annotations
 
+# The small induction model's logit lens case, and its token set (one [BOS, A, A]): the builder writes its tokens
+# beside the entry for the HTML report's figure of it.
+SMALL_LENS = "small_repeated"
 COUNT_KEYS = (
     "embed",
     "pos_embed",

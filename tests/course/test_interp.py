@@ -149,7 +149,7 @@ def test_the_small_models_lens_predicts_the_repeat_by_its_last_layer(reference):
     """What its picture shows offline: on [BOS, A, A], the small model's final logits put the token that followed
     in the first half on top through most of the second half; the stream before block 0 (the token itself) does not."""
     from grader.checks.induction._models import SEQ_LEN
-    from grader.checks.interp.logit_lens import SMALL_LENS
+    from grader.shared.formats import SMALL_LENS
 
     tokens = reference.meta["small_model"]["lens_tokens"]
     lens = reference.expected("interp.logit_lens")[SMALL_LENS]

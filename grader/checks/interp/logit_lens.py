@@ -9,13 +9,13 @@ from grader.checks import Case, Check, Tolerance
 from grader.checks.induction._models import repeated_batch
 from grader.checks.interp._common import interp, probed
 from grader.checks.model.block import replay_extras
+from grader.shared.formats import SMALL_LENS
 
 if TYPE_CHECKING:
     from torch import Tensor
 
     from grader.builder.interface import Reference
 
-SMALL_LENS = "small_repeated"  # the small induction model's lens case, and its token set: one [BOS, A, A]
 SMALL_ONLY = (
     "it fails only on the small induction model (2 layers, d_model 64, 512 tokens): read every size from model.cfg "
     "or the model's own modules (model.blocks), never GPT-2's numbers"

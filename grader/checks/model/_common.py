@@ -50,8 +50,21 @@ def magnitudes(ref: Reference) -> tuple[float, float]:
     """(first-position residual norm, largest attention score) for the stress cases: beyond both GPT-2's and
     the reference's own."""
     token_sets = (*TOKEN_SETS, ref.long_tokens(LONG))
-    norm = max(ref.largest_first_position_norm(token_sets), GPT2_FIRST_POSITION_NORM)
-    return BEYOND * norm, BEYOND * max(ref.largest_attention_score(token_sets), GPT2_LARGEST_SCORE)
+    norm = max(largest_first_position_norm(ref, token_sets), GPT2_FIRST_POSITION_NORM)
+    return BEYOND * norm, BEYOND * max(largest_attention_score(ref, token_sets), GPT2_LARGEST_SCORE)
+
+
+def largest_first_position_norm(ref: Reference, token_sets: tuple[str, ...]) -> float:
+    """The largest norm of the first position's residual stream, over every block and these token sets."""
+    hooks = [f"blocks.{layer}.hook_resid_{site}" for layer in range(ref.n_layers) for site in ("pre", "mid", "post")]
+    return max(float(ref.activations(name)[hook][:, 0].norm(dim=-1).max()) for name in token_sets for hook in hooks)
+
+
+def largest_attention_score(ref: Reference, token_sets: tuple[str, ...]) -> float:
+    """The largest |score| of a visible key (scaled, before the softmax), over every head and these token sets."""
+    hooks = [f"blocks.{layer}.attn.hook_attn_scores" for layer in range(ref.n_layers)]
+    scores = (ref.activations(name)[hook] for name in token_sets for hook in hooks)
+    return max(float(s[s.isfinite()].abs().max()) for s in scores)
 
 
 def massive_first_position(resid: Tensor, norm: float) -> Tensor:
