@@ -176,7 +176,7 @@ def one_run(checks_wanted: list[str]) -> dict:
         return request
 
     lanes.request_for = remembered_request
-    clock.around(pipeline, "result_of", "judge", "judged", lambda evidence: evidence.check.id)
+    clock.around(pipeline, "judge", "judge", "judged", lambda evidence: evidence.check.id)
     try:
         entered = time.monotonic()
         with LearnerProcesses(Limits(), worker_command=command) as processes:

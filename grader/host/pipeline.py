@@ -16,7 +16,7 @@ from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, Report
 from grader.host.runner import FORK_SWITCH, LearnerProcesses, Limits, Outcome
 from grader.host.seal import Seal
-from grader.host.verdict import Evidence, result_of
+from grader.host.verdict import Evidence, judge
 from grader.shared import cgroup, sandbox
 
 OnResult = Callable[[CheckResult], None]
@@ -144,7 +144,7 @@ class Judging:
         if self.seal.broken():
             return  # judged from nothing: the grading raises ReferenceTampered at its end
         evidence = Evidence(check, outcome, self.reference)
-        self.judged[check.id] = result_of(evidence)
+        self.judged[check.id] = judge(evidence)
         if self.keep:
             self.evidence[check.id] = evidence
         if self.on_result is not None:

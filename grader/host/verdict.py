@@ -128,15 +128,9 @@ class Evidence:
         return candidates
 
 
-def judge(check: Check, outcome: Outcome, reference: ReferenceData) -> CheckResult:
-    """The check's result: what its verdict says, where, and what to do next."""
-    return result_of(Evidence(check, outcome, reference))
-
-
-def result_of(evidence: Evidence) -> CheckResult:
-    """The check's result, built once from the evidence. Its figures are the diagnosis's (where a failing output
-    differs); the HTML report's others are drawn from the evidence only when that report is asked for
-    (`grader.host.pipeline.Grading.with_figures`)."""
+def judge(evidence: Evidence) -> CheckResult:
+    """The check's result, built once from the evidence: what its verdict says, where, and what to do next. Its
+    figures are the diagnosis's; the HTML page's others are drawn only for it (`pipeline.Grading.with_figures`)."""
     check, outcome = evidence.check, evidence.outcome
     where = outcome.reply.where or outcome.reply.target_where
     ruling = verdict(evidence, where)

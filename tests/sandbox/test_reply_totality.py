@@ -623,7 +623,7 @@ def any_reply_ends_in_a_report(check, data, reference, draw: bool) -> None:
     the grader's memory stays within what it may read, the check's expected outputs and some slack."""
     from grader.host.dependencies import with_failing_parts
     from grader.host.results import Report
-    from grader.host.verdict import judge
+    from grader.host.verdict import Evidence, judge
 
     judged = JUDGED.get(check.id) or JUDGED.setdefault(check.id, Judged(check, reference))
     raw_reply = data.draw(replies(judged.cases), "reply")
@@ -637,7 +637,7 @@ def any_reply_ends_in_a_report(check, data, reference, draw: bool) -> None:
         tracemalloc.start()  # while the grader reads and judges what the check left
         try:
             outcome = in_rounds(check, judged.outcome(scratch, wire.WorkerAnswer("answered")), reference)
-            result = judge(check, outcome, reference)
+            result = judge(Evidence(check, outcome, reference))
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

@@ -110,12 +110,12 @@ def test_a_reply_is_validated_before_it_is_believed():
 def test_no_check_starts_as_pass(reference):
     """A reply that claims a run but brings no tensors is an error, whatever it claims."""
     from grader.host.runner import Outcome
-    from grader.host.verdict import judge
+    from grader.host.verdict import Evidence, judge
 
     check = next(c for c in registry() if c.id == "embed")
     names = [case.name for case in reference.cases("embed")]
     for outcome in (Outcome("answered", wire.Reply("ran")), Outcome("answered", wire.Reply("ran", outputs=names))):
-        result = judge(check, outcome, reference)
+        result = judge(Evidence(check, outcome, reference))
         assert result.status == "error" and result.score == 0, result
 
 
@@ -478,7 +478,8 @@ def test_notebook_verdicts_come_from_a_process_of_their_own(reference, monkeypat
     from grader.host.results import CheckResult
     from grader.host.tools.notebooks import NotebookGrader
 
-    monkeypatch.setattr(verdict, "judge", lambda check, *_: CheckResult(check.id, check.part, "", "pass", check.points))
+    passing = lambda evidence: CheckResult(evidence.check.id, evidence.check.part, "", "pass", 1)  # noqa: E731
+    monkeypatch.setattr(verdict, "judge", passing)
     package = tmp_path / "notebook_exercises"
     shutil.copytree(EXERCISES, package)
     with pytest.raises(AssertionError, match="embed: todo"):

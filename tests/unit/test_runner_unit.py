@@ -30,7 +30,7 @@ from grader.host.refcache import ReferenceData
 from grader.host.runner import GPT2_LANE, STAND_IN_LANE, LearnerProcesses, Limits, Outcome, rounds
 from grader.host.runner import lanes as lane_rules
 from grader.host.runner.scratch import remove_scratch
-from grader.host.verdict import STATUS_OF_ENDING, judge
+from grader.host.verdict import STATUS_OF_ENDING, Evidence, judge
 from grader.shared import twin, wire
 
 pytestmark = pytest.mark.unit
@@ -436,7 +436,7 @@ def test_the_verdict_of_each_ending(tmp_path):
     with LearnerProcesses(FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
         ref = reference(tmp_path, steps, expected)
         outcomes = processes.run(tmp_path, checks, ref)
-    results = {check.id: judge(check, outcomes[check.id], ref) for check in checks}
+    results = {check.id: judge(Evidence(check, outcomes[check.id], ref)) for check in checks}
     assert {check: (result.status, result.message) for check, result in results.items()} == {
         "toy.right": ("pass", ""),
         "toy.wrong": (
