@@ -48,11 +48,10 @@ class Lane:
             self.worker, self.ready = Worker(self.log, self.worker_command, process), False
 
     def run(
-        self, package: Path, checks: list[Check] | Schedule, reference: ReferenceData, on_outcome: OnOutcome = None
+        self, package: Path, schedule: Schedule, reference: ReferenceData, on_outcome: OnOutcome = None
     ) -> dict[str, Outcome]:
-        """The outcome of every check this lane takes (`checks` in order, or what a shared `Schedule` hands it);
+        """The outcome of every check this lane takes from the `Schedule` it shares with the other lanes;
         `on_outcome(check, outcome)` is called with each as soon as it is known."""
-        schedule = checks if isinstance(checks, Schedule) else Schedule(checks)
         outcomes = {}
         while (check := schedule.take(self.name)) is not None:
             try:
