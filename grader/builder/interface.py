@@ -186,9 +186,39 @@ class Reference:
         vocabulary (the corpus's ids, by frequency), as GPT-2's do."""
         from grader.builder import induction_model
 
-        end_of_text = int((self.corpus().gpt2_ids == self.tokenizer.eos_token_id).nonzero()[0, 0])
-        assert end_of_text < induction_model.D_VOCAB, "end-of-text is among the small model's tokens"
-        return Reference(induction_model.load(), "induction-2l", self.seed, bos=end_of_text)
+        assert self.end_of_text() < induction_model.D_VOCAB, "end-of-text is among the small model's tokens"
+        return Reference(induction_model.load(), "induction-2l", self.seed, bos=self.end_of_text())
+
+    def with_parameters(self, parameters: dict[str, torch.Tensor], kind: str) -> Reference:
+        """This model's architecture and shape with other values for its parameters (every one, by transformer_lens's
+        names), behind this same interface with this model's seed and BOS: Part 6's concatenated embeddings run as
+        this model with each half padded with zeros to d_model. A new model is built: for a small model."""
+        import warnings
+
+        import torch
+        from transformer_lens import HookedTransformer
+
+        # Its initial weights are all replaced below: they leave the global random state as it was.
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "HookedTransformer is deprecated", DeprecationWarning)  # 3.x still has it
+            model = HookedTransformer(self.model.cfg)
+        own = dict(model.named_parameters())
+        assert set(parameters) == set(own), f"every parameter and no other: {sorted(set(parameters) ^ set(own))}"
+        with torch.no_grad():
+            for name, param in own.items():
+                param.copy_(parameters[name])
+        return Reference(model.eval(), kind, self.seed, bos=self.bos)
+
+    def end_of_text(self) -> int:
+        """End-of-text's id in the small models' vocabularies (the corpus's ids, by frequency)."""
+        return int((self.corpus().gpt2_ids == self.tokenizer.eos_token_id).nonzero()[0, 0])
+
+    # --- Part 6: skip-trigrams, on the one-layer attention-only model -------------------------------------------
+
+    @cache  # noqa: B019 (one Reference lives as long as the builder process)
+    def attn_only_model(self) -> SkipTrigramModel:
+        """The one-layer attention-only model of grader/builder/attn_only_model.py, from its shipped weights."""
+        return SkipTrigramModel(self.seed, self.end_of_text())
 
     def run_with_cache(self, tokens: torch.Tensor, names: tuple[str, ...]) -> tuple[torch.Tensor, ActivationCache]:
         """The logits and transformer_lens's ActivationCache of the hooks `names` on any token ids."""
@@ -261,3 +291,27 @@ class Reference:
         """This model's shape as the fields of the course's Config (a learner's modules are built at them)."""
         fields = ("d_model", "n_heads", "d_head", "d_mlp", "n_layers", "n_ctx", "d_vocab")
         return {name: int(getattr(self.model.cfg, name)) for name in fields}
+
+
+class SkipTrigramModel(Reference):
+    """Part 6's one-layer attention-only model behind the same interface, with the text of each of its tokens
+    (`texts`), the windows of text it was trained on (`training_windows`) and the corpus alone (`corpus_stream`)."""
+
+    def __init__(self, seed: int, end_of_text: int):
+        from grader.builder import attn_only_model
+
+        super().__init__(attn_only_model.load(), "attn-only-1l", seed, bos=end_of_text)
+        self.texts = attn_only_model.token_texts()
+
+    @cache  # noqa: B019 (one model lives as long as the builder process)
+    def training_windows(self) -> torch.Tensor:
+        """Every window of n_ctx tokens the model was trained on, planted trigrams included: (windows, n_ctx)."""
+        from grader.builder import attn_only_model
+
+        return attn_only_model.training_batches(attn_only_model.Training()).flatten(0, 1)
+
+    def corpus_stream(self) -> torch.Tensor:
+        """The corpus's training stream in the model's token ids, with no trigram planted: (n_tokens,)."""
+        from grader.builder import attn_only_model
+
+        return attn_only_model.corpus_in_vocabulary().train

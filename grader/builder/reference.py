@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from grader.builder import corpus
 from grader.builder.interface import DEFAULT_INPUT_SEED, Reference
 from grader.builder.tokenizer import offline_tokenizer
 from grader.shared.entry import PROGRESS_PREFIX
@@ -231,15 +232,17 @@ def may_run_beside(held: dict[str, Held]) -> list[str]:
 
 
 def small_model_facts(ref: Reference) -> dict:
-    """For the figures of the small induction model: the text of each of its token ids (the corpus's ids, by
-    frequency, in the tokenizer's words), and the logit lens's case on it with its tokens."""
+    """For the figures of the small models: the text of each of the induction model's token ids (the corpus's ids, by
+    frequency, in the tokenizer's words) and the logit lens's case on it with its tokens; the text of each of the
+    attention-only model's token ids."""
     from grader.shared.formats import SMALL_LENS
 
     small = ref.induction_model()
-    gpt2_ids = ref.corpus().gpt2_ids[: small.d_vocab].tolist()
+    gpt2_ids = ref.corpus().capped(small.d_vocab).gpt2_ids.tolist()  # its last id the rare-token bucket
     lens_tokens = small.tokens[SMALL_LENS][0].tolist() if SMALL_LENS in small.tokens else []
-    vocabulary = [ref.tokenizer.decode([token]) for token in gpt2_ids]
-    return {"vocabulary": vocabulary, "lens_case": SMALL_LENS, "lens_tokens": lens_tokens}
+    vocabulary = [corpus.RARE_TEXT if token == corpus.RARE else ref.tokenizer.decode([token]) for token in gpt2_ids]
+    attn_only = ref.attn_only_model().texts  # the skip-trigram tables' tokens, in the vocabulary it ships with
+    return {"vocabulary": vocabulary, "lens_case": SMALL_LENS, "lens_tokens": lens_tokens, "attn_only": attn_only}
 
 
 def contiguous(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -126,6 +126,7 @@ PARTS = {
     "interp": "14-looking-inside.md",
     "training": "16-training.md",
     "induction": "18-induction-heads.md",
+    "experiments": "20-open-questions.md",
 }
 
 

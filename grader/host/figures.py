@@ -2,12 +2,13 @@
 already recorded: attention patterns on the prompt beside the reference's and where they differ, where a
 failing output differs, the next-token predictions on the prompt, the logit lens's top tokens, the trainer's
 loss curve, and Part 5's: every head's previous-token and induction scores with the heads found, the per-token loss
-along a repeated sequence, and what ablating each head costs. Renderers turn these into pictures; nothing here draws.
+along a repeated sequence, and what ablating each head costs; Part 6's skip-trigram tables with their bugs. Renderers
+turn these into pictures; nothing here draws.
 
 Every function here is total over what the learner's process sent back (any shape, dtype or value, NaN and
 empty included): what cannot be drawn is left out (None, or no figure), never an exception. Each figure's data
 names the model it shows (`model`): the reference's name (GPT-2, or the random reference offline), the small
-trained induction model, or your own model where the figure is of it."""
+trained induction model, the one-layer attention-only model, or your own model where the figure is of it."""
 
 from __future__ import annotations
 
@@ -312,6 +313,56 @@ def model_patterns(evidence) -> dict:
     return {"model_patterns": data | {"repeat_starts": int(seq_len) + 1}}
 
 
+# --- Part 6: skip-trigrams ----------------------------------------------------------------------------------------
+
+ATTN_ONLY_MODEL = "the one-layer attention-only model"  # grader/builder/attn_only_model.py, 4 heads
+SKIP_TRIGRAM_BUGS, SKIP_TRIGRAM_TABLE = "skip_trigram.bugs", "skip_trigram.table"
+
+
+def skip_trigram_tables(evidence) -> dict:
+    """Each head's skip-trigram table with its tokens written out: per source, its destinations (rows) and outputs
+    (columns), and in each cell the score, how often the training windows hold the trigram, whether that makes it
+    real, and whether it is a bug by the reference and by the learner's skip_trigram_bugs. The table is the
+    reference's (skip_trigram.table's answer on the same head), the counts the bugs check's input."""
+    if evidence.check.id != SKIP_TRIGRAM_BUGS:
+        return {}
+    vocabulary = evidence.small_model.get("attn_only") or []
+    try:
+        tables, inputs = evidence.reference.expected(SKIP_TRIGRAM_TABLE), evidence.reference.inputs(evidence.check.id)
+    except (KeyError, OSError):  # a cache without the table check's answers: nothing to write the tokens from
+        return {}
+
+    def text(token) -> str:
+        return vocabulary[int(token)] if 0 <= int(token) < len(vocabulary) else "?"
+
+    heads = []
+    for case in evidence.cases:
+        table, counts = tables.get(case), inputs.get(wire.ARG.format(case=case, i=0))
+        min_real, expected = inputs.get(wire.ARG.format(case=case, i=1)), evidence.expected.get(case)
+        if table is None or counts is None or min_real is None or expected is None or counts.ndim != 3:
+            continue
+        n, k = counts.shape[:2]
+        if table.shape != (n, 1 + 2 * k + k * k) or expected.shape != counts.shape:
+            continue
+        yours = yours_of_shape(evidence, case, expected.shape)
+        real = counts >= int(min_real)
+        sources = [
+            {
+                "source": text(row[0]),
+                "destinations": [text(d) for d in row[1 : 1 + k]],
+                "outputs": [text(o) for o in row[1 + k : 1 + 2 * k]],
+                "scores": np.round(row[1 + 2 * k :].reshape(k, k), 3).tolist(),
+                "counts": counts[i].tolist(),
+                "real": real[i].tolist(),
+                "bugs": (expected[i] > 0.5).tolist(),
+                "yours": None if yours is None else (yours[i] > 0.5).tolist(),  # a NaN is no bug
+            }
+            for i, row in enumerate(table)
+        ]
+        heads.append({"case": case, "min_real": int(min_real), "sources": sources})
+    return {"skip_trigrams": {"model": ATTN_ONLY_MODEL, "heads": heads}} if heads else {}
+
+
 FIGURES = (  # each {} where it draws nothing
     attention_patterns,
     next_token_predictions,
@@ -321,6 +372,7 @@ FIGURES = (  # each {} where it draws nothing
     token_loss,
     ablation_costs,
     model_patterns,
+    skip_trigram_tables,
 )
 
 

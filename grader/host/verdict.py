@@ -19,7 +19,7 @@ from grader.host.diagnose import (
     first_divergence,
     matching_mistake,
     named_step,
-    weights_message,
+    weights_mismatch,
 )
 from grader.host.figures import difference
 from grader.host.refcache import ReferenceData
@@ -173,9 +173,9 @@ def verdict(evidence: Evidence, where: wire.Place | None) -> Verdict:
     if reply.status == "forbidden":
         return Verdict("fail", reply.error + at(where))
     if reply.status == "weights" and reply.weights:
-        return Verdict("fail", weights_message(reply.weights, evidence.reference_name))
-    unanswered = [name for name in reply.outputs if wire.OUTPUT.format(case=name) not in outcome.outputs]
-    if unanswered:
+        said, hint = weights_mismatch(reply.weights, evidence.cases, evidence.mistakes, evidence.reference_name)
+        return Verdict("fail", said, diagnosis=Diagnosis(hint))
+    if unanswered := [name for name in reply.outputs if wire.OUTPUT.format(case=name) not in outcome.outputs]:
         return Verdict("error", f"the check's process gave no output for {unanswered[0]}")
     compared = compare_cases(evidence)
     failure = compared.failure

@@ -238,6 +238,92 @@ TRAPS = {
         "forward",
         "GPT-2's b_U is all zeros, but add it anyway: the grader also tries other values",
     ): Named("unembed", "b_U is not added"),
+    (
+        "positions.py",
+        "__init__",
+        "the two widths must add up to d_model: a PosEmbed built at cfg.d_model makes the stream d_token + d_model "
+        "wide",
+    ): Named("concat.residual", "d_token + d_model wide"),
+    (
+        "positions.py",
+        "residual",
+        "the position half is looked up by position, never by token id (self.pos_embed reads only the shape of tokens)",
+    ): Named("concat.residual", "looked up by token id"),
+    (
+        "positions.py",
+        "residual",
+        "the token half comes first and the position half after it, the order the weights are read in",
+    ): Named("concat.residual", "halves are in the other order"),
+    ("skip_trigrams.py", "full_ov_circuit", "rows index the source token, columns the output, so do not transpose"): (
+        Named("skip_trigram.full_ov", "the full OV circuit is transposed")
+    ),
+    (
+        "skip_trigrams.py",
+        "full_ov_circuit",
+        "the unembedding is W_U, not W_E^T (this model's embedding and unembedding are untied)",
+    ): Named("skip_trigram.full_ov", "W_E^T is used as the unembedding"),
+    ("skip_trigrams.py", "full_ov_circuit", "one head only, not every head summed"): Named(
+        "skip_trigram.full_ov", "every head is summed"
+    ),
+    (
+        "skip_trigrams.py",
+        "full_qk_circuit",
+        "rows index the destination, the query side, so W_E qk W_E^T and not its transpose",
+    ): Named("skip_trigram.full_qk", "the full QK circuit is transposed"),
+    ("skip_trigrams.py", "full_qk_circuit", "no 1/sqrt(d_head) here: that scale belongs to the softmax"): Named(
+        "skip_trigram.full_qk", "scaled here by 1/sqrt(d_head)"
+    ),
+    (
+        "skip_trigrams.py",
+        "attention_to_sources",
+        "the softmax is over the sources, the last axis, so each destination's row sums to 1",
+    ): Named("skip_trigram.attention", "the softmax is over the destinations"),
+    ("skip_trigrams.py", "attention_to_sources", "divide the scores by sqrt(d_head) first, as the attention does"): (
+        Named("skip_trigram.attention", "not divided by sqrt(d_head)")
+    ),
+    ("skip_trigrams.py", "skip_trigram_table", "centre each source's OV row"): Named(
+        "skip_trigram.table", "OV is not centred"
+    ),
+    (
+        "skip_trigrams.py",
+        "skip_trigram_table",
+        "take the mean over all d_vocab outputs, before taking the candidates",
+    ): Named("skip_trigram.table", "centred over the candidates only"),
+    ("skip_trigrams.py", "skip_trigram_table", "a source is never its own destination"): Named(
+        "skip_trigram.table", "a source is its own destination"
+    ),
+    (
+        "skip_trigrams.py",
+        "skip_trigram_table",
+        "a source's destinations are read down its column of attention (what each destination pays it), not along its "
+        "row",
+    ): Named("skip_trigram.table", "read along the source's row"),
+    ("skip_trigrams.py", "count_skip_trigrams", "s is strictly before d, never at d's own position nor after it"): (
+        Named("skip_trigram.counts", "s at d's own position is counted")
+    ),
+    (
+        "skip_trigrams.py",
+        "count_skip_trigrams",
+        "d sees n_ctx tokens, itself included, so s is at most n_ctx - 1 back",
+    ): Named("skip_trigram.counts", "looked for n_ctx back"),
+    (
+        "skip_trigrams.py",
+        "count_skip_trigrams",
+        "each window is a text of its own, so nothing crosses from one window into the next",
+    ): Named("skip_trigram.counts", "the windows are joined into one stream"),
+    (
+        "skip_trigrams.py",
+        "count_skip_trigrams",
+        "count positions, not (s, position) pairs: two s before one d count once",
+    ): Named("skip_trigram.counts", "(s, position) pairs are counted"),
+    ("skip_trigrams.py", "skip_trigram_bugs", "not real means fewer than min_real, not zero"): Named(
+        "skip_trigram.bugs", "not real only when its count is 0"
+    ),
+    (
+        "skip_trigrams.py",
+        "skip_trigram_bugs",
+        "a bug needs both witnesses, a real trigram in its row and one in its column",
+    ): Named("skip_trigram.bugs", "one witness is enough here"),
 }
 
 

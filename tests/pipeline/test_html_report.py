@@ -192,3 +192,51 @@ def test_the_figures_are_drawn_only_for_the_page_that_shows_them(reference):
     kept = grading(SOLUTIONS, select(["training.trainer"]), reference, keep_evidence=True)
     assert set(kept.evidence) == {"training.trainer"} and kept.report.checks[0].figures == {}
     assert "loss_curve" in kept.with_figures().checks[0].figures
+
+
+ONE_WITNESS = {"skip_trigrams.py": [("~real & in_its_row & in_its_column", "~real & (in_its_row | in_its_column)")]}
+
+
+def cells(source: dict, key: str) -> set[tuple[str, str]]:
+    """The (destination, output) cells of a source's table where `key` holds."""
+    return {
+        (destination, output)
+        for a, destination in enumerate(source["destinations"])
+        for b, output in enumerate(source["outputs"])
+        if source[key][a][b]
+    }
+
+
+def test_the_skip_trigram_tables_write_out_the_tokens_and_mark_the_bugs(grade, tmp_path):
+    """The bugs check's figure: each head's table in words, the planted trigrams real, their crossings the
+    reference's bugs, and where a package that takes one witness for two says otherwise."""
+    result = by_id(grade(write_variant(tmp_path, ONE_WITNESS), "skip_trigram.bugs"))["skip_trigram.bugs"]
+    assert result.status == "fail"
+    tables = result.figures["skip_trigrams"]
+    assert [head["case"] for head in tables["heads"]] == ["head1", "head3"]
+    string = next(source for source in tables["heads"][0]["sources"] if source["source"] == " string")
+    assert {(" from", " left"), (" with", " zero")} <= cells(string, "real")
+    assert {(" with", " left"), (" from", " zero")} <= cells(string, "bugs")
+    assert cells(string, "bugs") < cells(string, "yours")  # one witness finds every bug and more
+    assert all(count >= 0 for row in string["counts"] for count in row)
+
+
+@pytest.mark.slow
+def test_the_skip_trigram_tables_are_drawn_in_the_page(tmp_path, reference):
+    page = tmp_path / "report.html"
+    package = write_variant(tmp_path, ONE_WITNESS)
+    result = run_grade("--exercises", str(package), "--reference", "random", "skip_trigram.bugs", "--html", str(page))
+    assert result.returncode == 1, result.stderr
+
+    def read(page) -> dict:
+        return {
+            "tables": page.locator("table.trigrams").count(),
+            "bugs": page.locator("table.trigrams td.bug").count(),
+            "differs": page.locator("table.trigrams td.differs").count(),
+            "corner": page.locator("table.trigrams th").first.text_content(),
+        }
+
+    seen = in_chromium(page, tmp_path, read)
+    assert seen["errors"] == [] and seen["requests"] == []
+    assert seen["tables"] == 2 * 8 and seen["bugs"] > 0 and seen["differs"] > 0
+    assert seen["corner"] == "' string' ... d"

@@ -15,7 +15,9 @@ import test_induction
 import test_interp
 import test_messages_match_the_table
 import test_mistakes
+import test_positions
 import test_sampling
+import test_skip_trigrams
 import test_training
 from repo import REPO
 
@@ -33,6 +35,8 @@ VARIANT_TABLES = {
     "tests/course/test_interp.py": set(test_interp.MISTAKES),  # keyed by check
     "tests/course/test_training.py": {row[0] for row in test_training.MISTAKES.values()},
     "tests/course/test_induction.py": {row[0] for row in test_induction.MISTAKES.values()},
+    "tests/course/test_positions.py": {row[0] for row in test_positions.MISTAKES.values()},
+    "tests/course/test_skip_trigrams.py": {row[0] for row in test_skip_trigrams.MISTAKES.values()},
     "tests/pipeline/test_messages_match_the_table.py": set(test_messages_match_the_table.RETURNS),  # keyed by check
 }
 # Checks whose written-wrong variant is graded in a test of its own: check -> "file::test".

@@ -355,7 +355,7 @@ def recorded(course, tmp_path_factory) -> dict:
             for check in registry():
                 grade = gradebook.find_grade(
                     f"check-{check.id.replace('.', '-')}",
-                    f"{PARTS.index(check.part) + 1}-{check.part}",
+                    f"{list(PARTS).index(check.part) + 1}-{check.part}",
                     ASSIGNMENT,
                     student,
                 )
@@ -408,7 +408,7 @@ def test_the_gradebook_holds_the_recorded_grades_in_place_of_the_forged_ones(rec
             for check in registry():
                 grade = gradebook.find_grade(
                     f"check-{check.id.replace('.', '-')}",
-                    f"{PARTS.index(check.part) + 1}-{check.part}",
+                    f"{list(PARTS).index(check.part) + 1}-{check.part}",
                     ASSIGNMENT,
                     student,
                 )

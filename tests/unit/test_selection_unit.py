@@ -44,5 +44,5 @@ def test_the_list_is_a_tree_of_parts_files_and_checks():
     assert lines[:4] == ["model (17 pt)", "  embedding.py", lines[2], lines[3]]
     assert lines[2].split()[:3] == ["embed", "1", "pt"] and lines[3].split()[0] == "pos_embed"
     parts = [line for line in lines if not line.startswith(" ")]
-    assert [p.split()[0] for p in parts] == ["model", "sampling", "interp", "training", "induction"]
+    assert [p.split()[0] for p in parts] == ["model", "sampling", "interp", "training", "induction", "experiments"]
     assert sum(int(p.split("(")[1].split()[0]) for p in parts) == sum(c.points for c in registry())

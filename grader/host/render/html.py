@@ -14,6 +14,7 @@ from html import escape
 from matplotlib.figure import Figure
 
 from grader.host import figures
+from grader.host.render import trigrams
 from grader.host.render.text import fallback_banner
 from grader.host.results import CheckResult, Report, reference_name
 from grader.shared import plots
@@ -323,6 +324,7 @@ SECTIONS = {
     "token_loss": token_loss_section,
     "ablation": ablation_section,
     "model_patterns": patterns_section,
+    "skip_trigrams": trigrams.skip_trigrams_section,
 }
 
 
@@ -367,5 +369,6 @@ def render(report: Report) -> str:
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>GPT-2 grader report</title>'
-        f'<link rel="icon" href="data:,"><style>{STYLE}</style></head><body>{"".join(parts)}</body></html>'
+        f'<link rel="icon" href="data:,"><style>{STYLE}{trigrams.STYLE}</style></head>'
+        f"<body>{''.join(parts)}</body></html>"
     )
