@@ -31,7 +31,7 @@ TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
 # does not, as its grader and tests are not the learner's to change.
 LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
 
-.PHONY: grade train test test-unit test-all lint stubs release classroom50 gradescope notebooks notebook-grades batch class-report clean
+.PHONY: grade train experiment-positions test test-unit test-all lint stubs release classroom50 gradescope notebooks notebook-grades batch class-report clean
 
 # grade exits 1 while a check does not pass and says so in words; make adds no error line for that.
 grade: $(VENV)/.installed
@@ -40,6 +40,11 @@ grade: $(VENV)/.installed
 # Part 4: your training loop on the offline corpus; a loss plot, a checkpoint and a sample in train-output/.
 train: $(VENV)/.installed
 	$(VENV)/bin/python -m grader.builder.train $(ARGS)
+
+# Part 6: positions concatenated or added, your models trained from 3 seeds each (2-3 minutes on 2 cores);
+# a table and a plot in experiment-output/.
+experiment-positions: $(VENV)/.installed
+	$(VENV)/bin/python -m grader.builder.positions_experiment $(ARGS)
 
 # `make test`: the quick suite (a few minutes); `make test-all` adds the tests marked slow.
 test: $(LINT_FIRST) $(VENV)/.installed-$(TEST_EXTRA)

@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from grader.shared.commands import tool_parser
@@ -93,21 +94,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def run_learner_code(command: str, run: Callable[[], dict[str, Path]], graded_by: str) -> int:
+    """`run()`, which runs the learner's code and writes files, as a command: 0 with the files it wrote, 1 with one
+    line while the learner's code is not finished (`graded_by`: the grade command that says where)."""
+    try:
+        written = run()
+    except NotImplementedError as error:
+        said = error or "NotImplementedError"
+        print(f"{command}: your code is not finished: {said} ({graded_by} says where)", file=sys.stderr)
+        return 1
+    print("wrote " + ", ".join(str(path) for path in written.values()))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.steps < 1:
         print("train: --steps must be at least 1", file=sys.stderr)
         return 2
-    try:
-        written = train(args.exercises.resolve(), args.steps, args.out)
-    except NotImplementedError as error:
-        print(
-            f"train: your code is not finished: {error or 'NotImplementedError'} (grade training says where)",
-            file=sys.stderr,
-        )
-        return 1
-    print("wrote " + ", ".join(str(path) for path in written.values()))
-    return 0
+    return run_learner_code("train", lambda: train(args.exercises.resolve(), args.steps, args.out), "grade training")
 
 
 if __name__ == "__main__":
