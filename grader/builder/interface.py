@@ -288,9 +288,11 @@ class Reference:
         return {name: tuple(param.shape) for name, param in self.model.named_parameters()}
 
     def config_fields(self) -> dict[str, int]:
-        """This model's shape as the fields of the course's Config (a learner's modules are built at them)."""
+        """This model's shape as the fields of the course's Config (a learner's modules are built at them); a field it
+        has not (an attention-only model's d_mlp) keeps GPT-2's: no module of it reads that field."""
         fields = ("d_model", "n_heads", "d_head", "d_mlp", "n_layers", "n_ctx", "d_vocab")
-        return {name: int(getattr(self.model.cfg, name)) for name in fields}
+        values = {name: getattr(self.model.cfg, name) for name in fields}
+        return {name: int(value) for name, value in values.items() if value is not None}
 
 
 class SkipTrigramModel(Reference):

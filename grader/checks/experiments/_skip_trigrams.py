@@ -62,12 +62,6 @@ def one_thread(cases: Callable[[Reference], list[Case]]) -> Callable[[Reference]
     return on_one_thread
 
 
-def config_fields(model: SkipTrigramModel) -> dict[str, int]:
-    """The model's shape as the course's Config fields: it has no MLP, so d_mlp keeps GPT-2's (no module reads it)."""
-    fields = ("d_model", "n_heads", "d_head", "n_layers", "n_ctx", "d_vocab")
-    return {name: int(getattr(model.model.cfg, name)) for name in fields}
-
-
 def candidates(texts: list[str]) -> Tensor:
     """The ids of the whole-word tokens, ascending: the tables' sources, destinations and outputs."""
     import torch
@@ -147,7 +141,7 @@ def head_tables(model: SkipTrigramModel) -> list[tuple[Tensor, Tensor, Tensor, T
     tables = []
     for head in HEADS:
         circuits = full_circuits(model, head)
-        attention = attention_to_sources(circuits["qk"], model.model.cfg.d_head)
+        attention = attention_to_sources(circuits["qk"], model.config_fields()["d_head"])
         tables.append(skip_trigram_table(attention, circuits["ov"], candidates(model.texts), N_SOURCES, K))
     return tables
 

@@ -45,7 +45,7 @@ def attention_cases(ref: Reference) -> list[Case]:
     import torch
 
     model = ref.attn_only_model()
-    d_head = model.model.cfg.d_head
+    d_head = model.config_fields()["d_head"]
     cases = []
     for head in HEADS:
         full_qk = full_circuits(model, head)["qk"]

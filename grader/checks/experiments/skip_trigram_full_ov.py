@@ -12,7 +12,6 @@ from grader.checks.experiments._skip_trigrams import (
     CIRCUITS,
     FROM_THE_MODEL,
     HEADS,
-    config_fields,
     one_thread,
     skip_trigrams,
 )
@@ -30,7 +29,7 @@ def full_ov_cases(ref: Reference) -> list[Case]:
 
     model = ref.attn_only_model()
     W_E, W_U = model.weight("embed.W_E").clone(), model.weight("unembed.W_U").clone()
-    weights = {"config": config_fields(model), "overrides": model.parameters_of("blocks.0.attn")}
+    weights = {"config": model.config_fields(), "overrides": model.parameters_of("blocks.0.attn")}
     every_head = sum(model.head_circuits(0, h)["ov"] for h in range(model.n_heads))
     cases = []
     for head in HEADS:

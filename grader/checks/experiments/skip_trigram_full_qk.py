@@ -11,7 +11,6 @@ from grader.checks.experiments._skip_trigrams import (
     CIRCUITS,
     FROM_THE_MODEL,
     HEADS,
-    config_fields,
     one_thread,
     skip_trigrams,
 )
@@ -31,11 +30,11 @@ def full_qk_cases(ref: Reference) -> list[Case]:
 
     model = ref.attn_only_model()
     W_E = model.weight("embed.W_E").clone()
-    weights = {"config": config_fields(model), "overrides": model.parameters_of("blocks.0.attn")}
+    weights = {"config": model.config_fields(), "overrides": model.parameters_of("blocks.0.attn")}
     cases = []
     for head in HEADS:
         right = W_E @ model.head_circuits(0, head)["qk"] @ W_E.T
-        mistakes = {TRANSPOSED: right.T, SCALED: right / model.model.cfg.d_head**0.5}
+        mistakes = {TRANSPOSED: right.T, SCALED: right / model.config_fields()["d_head"] ** 0.5}
         cases.append(Case(f"head{head}", [W_E, torch.tensor(head)], right, mistakes=mistakes, **weights))
     return cases
 

@@ -94,7 +94,7 @@ def table_cases(ref: Reference) -> list[Case]:
     cases = []
     for head in HEADS:
         circuits = full_circuits(model, head)
-        attention = attention_to_sources(circuits["qk"], model.model.cfg.d_head)
+        attention = attention_to_sources(circuits["qk"], model.config_fields()["d_head"])
         cases.append(table_case(f"head{head}", attention, circuits["ov"], candidates(model.texts), N_SOURCES, K))
     # Eight tokens, the fifth no candidate; attention in eighths and OV in integers, so ties are exact.
     drawn = torch.Generator().manual_seed(HAND_MADE_SEED)
