@@ -39,7 +39,7 @@ class CheckResult:
     divergence: str | None = None  # the first of GPT-2's intermediate steps the learner's code misses
     next_step: str = ""
     trace: list[dict] = field(default_factory=list)  # {tag, name, shape, expected_shape}, with --trace
-    target: str = ""  # what the learner writes for this check, e.g. "Embed.forward"
+    target: str = ""  # what the learner writes for this check, e.g. "Embed.forward"; for a todo, what raised it
     printed: list[str] = field(default_factory=list)  # what the learner's code printed during the check, cleaned
     figures: dict = field(default_factory=dict)  # plain lists for the HTML report (grader.host.figures); not in to_dict
     page: str | None = None  # the course page that covers this check (docs/course/...): filled from the id

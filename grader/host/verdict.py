@@ -156,7 +156,7 @@ def judge(evidence: Evidence) -> CheckResult:
         hint=diagnosis.hint,
         divergence=diagnosis.divergence,
         trace=trace_lines(evidence),
-        target=check.target.label,
+        target=unwritten(check, where) if ruling.status == "todo" else check.target.label,
         printed=list(outcome.printed),
         figures=diagnosis.figures,
         page=page_path(check),

@@ -138,3 +138,13 @@ def test_printed_lines_are_in_the_json_report(reference, tmp_path):
     assert result.returncode == 0, result.stderr
     (check,) = json.loads((tmp_path / "r.json").read_text())["checks"]
     assert "hello from embed" in check["printed"]
+
+
+def test_start_here_names_the_method_that_is_still_to_write(grade):
+    """ConcatTransformer's checks grade residual and forward, but its __init__, which chooses the widths, is a stub
+    too and raises first: that is where to start."""
+    (result,) = grade(EXERCISES, "concat.residual").checks
+    assert (result.status, result.target) == ("todo", "ConcatTransformer.__init__")
+    assert "start here: pkg/positions.py, ConcatTransformer.__init__; then `grade concat.residual`" in rendered(
+        Report("random", "pkg", [result])
+    )
