@@ -12,6 +12,7 @@ from grader.checks.experiments._skip_trigrams import (
     CIRCUITS,
     FROM_THE_MODEL,
     HEADS,
+    full_circuits,
     one_thread,
     skip_trigrams,
 )
@@ -33,7 +34,7 @@ def full_ov_cases(ref: Reference) -> list[Case]:
     every_head = sum(model.head_circuits(0, h)["ov"] for h in range(model.n_heads))
     cases = []
     for head in HEADS:
-        right = W_E @ model.head_circuits(0, head)["ov"] @ W_U
+        right = full_circuits(model, head)["ov"]
         mistakes = {TRANSPOSED: right.T, W_E_T: W_E @ model.head_circuits(0, head)["ov"] @ W_E.T}
         mistakes[EVERY_HEAD] = W_E @ every_head @ W_U
         cases.append(Case(f"head{head}", [W_E, W_U, torch.tensor(head)], right, mistakes=mistakes, **weights))

@@ -11,6 +11,7 @@ from grader.checks.experiments._skip_trigrams import (
     CIRCUITS,
     FROM_THE_MODEL,
     HEADS,
+    full_circuits,
     one_thread,
     skip_trigrams,
 )
@@ -33,7 +34,7 @@ def full_qk_cases(ref: Reference) -> list[Case]:
     weights = {"config": model.config_fields(), "overrides": model.parameters_of("blocks.0.attn")}
     cases = []
     for head in HEADS:
-        right = W_E @ model.head_circuits(0, head)["qk"] @ W_E.T
+        right = full_circuits(model, head)["qk"]
         mistakes = {TRANSPOSED: right.T, SCALED: right / model.config_fields()["d_head"] ** 0.5}
         cases.append(Case(f"head{head}", [W_E, torch.tensor(head)], right, mistakes=mistakes, **weights))
     return cases
