@@ -1,7 +1,7 @@
 """Where a warm grading's time goes, check by check, and the grader's own overhead around the checks.
 
 The grading runs here, in this process, as `grade --solutions` runs it (the same `LearnerProcesses`, the same
-`grade_package`), with timestamps taken around the functions each stage already is: nothing is changed but a
+`GradingRun`), with timestamps taken around the functions each stage already is: nothing is changed but a
 clock read before and after. The learner's process is `grader.learner`'s own fork server, started through this
 script (`--worker`), which wraps the same functions on its side; a check's fork writes its timestamps to a
 descriptor it inherits (opened before confinement, as the weights are), so the sandbox stays as it is.
@@ -21,7 +21,7 @@ Per check, in seconds (medians over the runs):
 - reply: the grader reading the reply and tensors back (`outcome_of`)
 - judge: compare and diagnose (`verdict.judge`)
 
-Then the last run's lanes: which lane ran which check when, from the start of `grade_package` (the worker is ready
+Then the last run's lanes: which lane ran which check when, from the start of the `GradingRun` (the worker is ready
 by then), and each lane's busy and idle time: where the grading's wall time goes when two checks run at once.
 
     .venv/bin/python bench/check_breakdown.py [--runs 3] [--checks ID ...] [--out bench/results.md]
@@ -187,8 +187,8 @@ def one_run(checks_wanted: list[str]) -> dict:
             lane._ready_worker()
             overhead["waiting for the worker's torch"] = time.monotonic() - entered - overhead["reference cache opened"]
             graded = time.monotonic()
-            report = pipeline.grade_package(REPO / "solutions", checks, reference, processes=processes)
-            overhead["grade_package"] = time.monotonic() - graded
+            report = pipeline.GradingRun(REPO / "solutions", checks, reference, processes=processes).finished().report
+            overhead["grading"] = time.monotonic() - graded
             rendered = time.monotonic()
             from rich.console import Console
 
@@ -266,9 +266,9 @@ def table(per_run: list[dict[str, dict[str, float]]], statuses: dict[str, str]) 
 
 
 def lane_table(timeline: list[list]) -> list[str]:
-    """The last run's checks by lane, in the order each lane ran them; seconds from the start of grade_package."""
+    """The last run's checks by lane, in the order each lane ran them; seconds from the start of grading."""
     end = max(finished for *_, finished in timeline)
-    lines = ["The last run's lanes (seconds from the start of grade_package):", ""]
+    lines = ["The last run's lanes (seconds from the start of grading):", ""]
     for lane in sorted({row[0] for row in timeline}):
         rows = sorted((row for row in timeline if row[0] == lane), key=lambda row: row[2])
         busy = sum(finished - started for _, _, started, finished in rows)

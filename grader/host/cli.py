@@ -183,7 +183,7 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
     """Grade with `reference`, show the report with each of `emits`, and say what the exit code means."""
     from rich.console import Console
 
-    from grader.host.pipeline import ReferenceTampered, grading
+    from grader.host.pipeline import GradingRun, ReferenceTampered
     from grader.host.refcache import ReferenceUnavailable, discard
     from grader.shared import sandbox
 
@@ -200,12 +200,10 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
         keep = bool(args.hint or args.show or args.html)  # what reads more than the report: the evidence
         whole, stages = None, hint_stages(checks, package) if args.hint else [checks]
         for stage in stages:
-            try:
-                with errors.status(f"running {len(stage)} checks on {package}"):
-                    graded_now = grading(package, stage, reference, processes=processes, keep_evidence=keep)
-            except ReferenceTampered as error:
-                reference = rebuilt(reference, error)
-                graded_now = grading(package, stage, reference, processes=processes, keep_evidence=keep)
+            run = GradingRun(package, stage, reference, processes=processes, keep_evidence=keep, rebuild=rebuilt)
+            with errors.status(f"running {len(stage)} checks on {package}"):
+                graded_now = run.finished()
+            reference = run.reference
             whole = graded_now if whole is None else whole.then(graded_now)
             if not graded_now.report.passed:  # --hint's stages: a failing check is the one to give a hint for
                 break

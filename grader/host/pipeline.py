@@ -1,11 +1,10 @@
-"""The grading pipeline in one call: learner's process -> verdicts -> failing parts named -> one `Grading`: its
-`Report`, and each check's evidence where what reads more than a report holds asks for it."""
+"""The grading pipeline: learner's process -> verdicts -> failing parts named -> each result as it is final, then
+one `Grading`: its `Report`, and each check's evidence where what reads more than a report asks for it."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -14,12 +13,10 @@ from grader.host.dependencies import used_by, with_failing_parts
 from grader.host.figures import all_figures
 from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, Report
-from grader.host.runner import FORK_SWITCH, LearnerProcesses, Limits, Outcome
+from grader.host.runner import FORK_SWITCH, LearnerProcesses, Limits
 from grader.host.seal import Seal
 from grader.host.verdict import Evidence, judge
 from grader.shared import cgroup, sandbox
-
-OnResult = Callable[[CheckResult], None]
 
 
 class ReferenceTampered(RuntimeError):
@@ -62,103 +59,90 @@ class Grading:
         return Grading(report, {**self.evidence, **later.evidence})
 
 
-def grade_package(
-    package: Path,
-    checks: Sequence[Check],
-    reference: ReferenceData,
-    limits: Limits | None = None,
-    processes: LearnerProcesses | None = None,
-    on_result: OnResult | None = None,
-) -> Report:
-    """The report of one grading (`grading`), for what reads nothing else of it."""
-    return grading(package, checks, reference, limits, processes, on_result).report
+# (the entry that did not verify, why) -> one built again; ReferenceTampered again is the caller's
+Rebuild = Callable[[ReferenceData, ReferenceTampered], ReferenceData]
 
 
-def grading(
-    package: Path,
-    checks: Sequence[Check],
-    reference: ReferenceData,
-    limits: Limits | None = None,
-    processes: LearnerProcesses | None = None,
-    on_result: OnResult | None = None,
-    keep_evidence: bool = False,
-) -> Grading:
-    """Grade one package; pass `processes` to grade on their workers, kept warm between gradings (`grade --watch`).
+class GradingRun:
+    """One grading of a package as it runs: iterated, it yields each check's result once final, then holds the
+    `Grading`. Pass `processes` to grade on their workers, kept warm between gradings (`grade --watch`).
 
-    The reference entry is sealed before any learner code runs and verified before judging. Each check is judged
-    as soon as its outcome is in, beside the checks still running (`Judging`); `on_result` gets each result once
-    final: once every part it uses that this grading runs is judged too (`dependencies`). Nothing is judged once
-    the entry no longer verifies; the grading then raises as ever. Each check's evidence is kept with
-    `keep_evidence` only: it holds every output the learner's process sent back.
+    The reference entry is sealed before any learner code runs. Each check is judged as soon as its outcome is in,
+    while the lanes run on, and yielded once final: once every part it uses that this grading runs is judged too
+    (`dependencies`), so `with_failing_parts` would name the same ones after the last check. Nothing is judged once
+    the entry no longer verifies; the run then raises `ReferenceTampered`, or, given `rebuild`, grades every check
+    again on the entry it builds (`reference`: the entry the results were judged against), yielding each again.
+    Each check's evidence is kept with `keep_evidence` only: it holds every output the learner's process sent back.
     """
-    seal = Seal(reference, [check.id for check in checks])
-    with contextlib.ExitStack() as stack:
-        if processes is None:
-            processes = stack.enter_context(LearnerProcesses(limits or Limits()))
-        judging = stack.enter_context(Judging(checks, reference, seal, on_result, keep_evidence))
-        processes.run(package, list(checks), reference, on_outcome=judging)
-        judged = judging.finished()
-    problem = seal.broken()
-    if problem:
-        raise ReferenceTampered(problem)
-    results = with_failing_parts([judged[check.id] for check in checks])
-    seed, line = reference.meta.get("seed", 0), sandbox_line(processes.limits)
-    report = Report(reference.kind, str(package), results, reference.fallback_reason, seed, line)
-    return Grading(report, judging.evidence)
-
-
-class Judging:
-    """Each outcome judged as it comes in (`LearnerProcesses.run` hands them over one at a time, from the lanes'
-    threads), in a thread of its own, so that no lane waits for a verdict before its next check; and each result
-    handed to `on_result` once final: its failing parts among this grading's checks are known, so
-    `with_failing_parts` would name the same ones after the last check."""
 
     def __init__(
-        self, checks: Sequence[Check], reference: ReferenceData, seal: Seal, on_result: OnResult | None, keep: bool
+        self,
+        package: Path,
+        checks: Sequence[Check],
+        reference: ReferenceData,
+        limits: Limits | None = None,
+        processes: LearnerProcesses | None = None,
+        keep_evidence: bool = False,
+        rebuild: Rebuild | None = None,
     ):
-        self.checks, self.reference, self.seal, self.on_result = list(checks), reference, seal, on_result
-        self.keep, self.evidence = keep, {}  # each check's evidence, where it is kept
-        graph, graded = {check.id: check for check in registry()}, {check.id for check in checks}
-        self.parts = {check.id: used_by(check.id, graph) & graded for check in checks}  # what its message may name
-        self.judged: dict[str, CheckResult] = {}
-        self.handed: set[str] = set()
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
-        self.verdicts: list[Future] = []
+        self.package, self.checks, self.reference = package, list(checks), reference
+        self.limits, self.processes, self.keep_evidence, self.rebuild = limits, processes, keep_evidence, rebuild
+        graph, graded = {check.id: check for check in registry()}, {check.id for check in self.checks}
+        self.parts = {check.id: used_by(check.id, graph) & graded for check in self.checks}  # what a message may name
+        self.grading: Grading | None = None  # once iterated to the end
 
-    def __enter__(self) -> Judging:
-        return self
+    def finished(self) -> Grading:
+        """The grading, every check run and judged: now, unless the run was iterated to its end already."""
+        if self.grading is None:
+            for _ in self:
+                pass
+        assert self.grading is not None
+        return self.grading
 
-    def __exit__(self, *exc) -> None:
-        self.executor.shutdown(wait=exc[0] is None, cancel_futures=True)
+    def __iter__(self) -> Iterator[CheckResult]:
+        try:
+            yield from self._attempt()
+        except ReferenceTampered as error:
+            if self.rebuild is None:
+                raise
+            self.reference = self.rebuild(self.reference, error)  # the workers paused meanwhile: the caller's
+            yield from self._attempt()
 
-    def __call__(self, check: Check, outcome: Outcome) -> None:
-        self.verdicts.append(self.executor.submit(self._judged, check, outcome))
+    def _attempt(self) -> Iterator[CheckResult]:
+        seal = Seal(self.reference, [check.id for check in self.checks])
+        judged: dict[str, CheckResult] = {}
+        evidence: dict[str, Evidence] = {}  # each check's, where it is kept
+        yielded: set[str] = set()
+        with contextlib.ExitStack() as stack:
+            processes = self.processes or stack.enter_context(LearnerProcesses(self.limits or Limits()))
+            outcomes = stack.enter_context(
+                contextlib.closing(processes.outcomes(self.package, self.checks, self.reference))
+            )
+            for check, outcome in outcomes:
+                if seal.broken():
+                    continue  # judged from nothing: the run raises ReferenceTampered once the lanes end
+                seen = Evidence(check, outcome, self.reference)
+                judged[check.id] = judge(seen)
+                if self.keep_evidence:
+                    evidence[check.id] = seen
+                yield from self._newly_final(judged, yielded)
+        problem = seal.broken()
+        if problem:
+            raise ReferenceTampered(problem)
+        results = with_failing_parts([judged[check.id] for check in self.checks])
+        seed, line = self.reference.meta.get("seed", 0), sandbox_line(processes.limits)
+        report = Report(self.reference.kind, str(self.package), results, self.reference.fallback_reason, seed, line)
+        self.grading = Grading(report, evidence)
 
-    def finished(self) -> dict[str, CheckResult]:
-        """Every check's result, once the last is judged; an error a verdict raised, raised here."""
-        for verdict in self.verdicts:
-            verdict.result()
-        return self.judged
-
-    def _judged(self, check: Check, outcome: Outcome) -> None:
-        if self.seal.broken():
-            return  # judged from nothing: the grading raises ReferenceTampered at its end
-        evidence = Evidence(check, outcome, self.reference)
-        self.judged[check.id] = judge(evidence)
-        if self.keep:
-            self.evidence[check.id] = evidence
-        if self.on_result is not None:
-            self._hand_on()
-
-    def _hand_on(self) -> None:
+    def _newly_final(self, judged: dict[str, CheckResult], yielded: set[str]) -> list[CheckResult]:
+        """The results final now and not yet yielded (`yielded` then holds them)."""
         ready = [
-            c.id
-            for c in self.checks
-            if c.id in self.judged and c.id not in self.handed and self.parts[c.id] <= self.judged.keys()
+            check.id
+            for check in self.checks
+            if check.id in judged and check.id not in yielded and self.parts[check.id] <= judged.keys()
         ]
         if not ready:
-            return
-        final = {result.id: result for result in with_failing_parts(list(self.judged.values()))}
-        for check_id in ready:
-            self.handed.add(check_id)
-            self.on_result(final[check_id])
+            return []
+        yielded.update(ready)
+        final = {result.id: result for result in with_failing_parts(list(judged.values()))}
+        return [final[check_id] for check_id in ready]

@@ -13,7 +13,7 @@ import pytest
 from repo import EXERCISES, REPO, SOLUTIONS, run_grade, write_variant
 from rich.console import Console
 from test_notebooks import ASSIGNMENT, course  # noqa: F401 (course: the generated and released notebooks, a fixture)
-from test_watch_unit import FIRST, Grading, printed_by, report_of, result
+from test_watch_unit import FIRST, Attempts, printed_by, report_of, result
 
 from grader.checks import registry, select
 from grader.host.course import COURSE_DIR, page_of, pages
@@ -41,9 +41,9 @@ def test_watch_names_the_page_of_a_check_that_starts_failing_once_not_on_every_s
     )
     failing = report_of(result("layernorm", "fail", message="differs: max abs diff 0.5", hint="eps inside"))
     new_reason = report_of(result("layernorm", "fail", message="differs: output shape (2, 9)"))
-    Grading(monkeypatch, passing, failing, new_reason, new_reason, report_of(result("layernorm", "pass")), failing)
+    Attempts(monkeypatch, passing, failing, new_reason, new_reason, report_of(result("layernorm", "pass")), failing)
     session = Watch(tmp_path, select(["layernorm", "attention"]), "the reference", None, rebuild=None)
-    session.grade(session.watched)
+    session.report(session.grading(session.watched))
 
     first = printed_by(session, ["normalization.py"])
     assert first[1].split()[:2] == ["layernorm", "FAIL"] and first[2].strip() == "next: most likely: eps inside"
@@ -59,9 +59,9 @@ def test_watch_names_the_page_of_a_check_that_starts_failing_once_not_on_every_s
 def test_watch_names_one_page_for_the_checks_one_error_stops_and_none_for_a_check_failing_before(monkeypatch, tmp_path):
     raised = {"message": "NameError: name 'x' is not defined (attention.py:3)", "file": "attention.py", "line": 3}
     stopped = report_of(result("attention.causal_mask", "error", **raised), result("attention", "error", **raised))
-    Grading(monkeypatch, FIRST, stopped)  # FIRST: layernorm fails, the attention checks pass
+    Attempts(monkeypatch, FIRST, stopped)  # FIRST: layernorm fails, the attention checks pass
     session = Watch(tmp_path, select(["layernorm", "attention"]), "the reference", None, rebuild=None)
-    session.grade(session.watched)
+    session.report(session.grading(session.watched))
     lines = printed_by(session, ["attention.py"])
     assert lines[1].split()[:4] == ["attention.*", "(2", "checks)", "ERROR"]
     assert lines[2].strip() == "read: docs/course/05-attention.md" and pages_in(lines) == [page_of("attention")]

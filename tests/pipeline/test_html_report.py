@@ -185,11 +185,11 @@ def test_the_figures_are_drawn_only_for_the_page_that_shows_them(reference):
     """A grading keeps no evidence and draws no figure unless asked (grade --html, --hint, --show); asked, the
     evidence it kept gives the page's figures: the trainer's loss curve here."""
     from grader.checks import select
-    from grader.host.pipeline import grading
+    from grader.host.pipeline import GradingRun
 
-    plain = grading(SOLUTIONS, select(["training.trainer"]), reference)
+    plain = GradingRun(SOLUTIONS, select(["training.trainer"]), reference).finished()
     assert plain.evidence == {} and plain.report.checks[0].figures == {}
-    kept = grading(SOLUTIONS, select(["training.trainer"]), reference, keep_evidence=True)
+    kept = GradingRun(SOLUTIONS, select(["training.trainer"]), reference, keep_evidence=True).finished()
     assert set(kept.evidence) == {"training.trainer"} and kept.report.checks[0].figures == {}
     assert "loss_curve" in kept.with_figures().checks[0].figures
 

@@ -115,14 +115,14 @@ def test_the_second_lane_runs_on_a_twin_that_the_first_workers_checks_do_not_end
     """The first worker forks the second lane's (`grader.shared.twin`) once torch is imported: a process that is no
     descendant of it, so that the first worker ending what each of its checks started leaves it be."""
     from grader.host import launch
-    from grader.host.pipeline import grade_package
+    from grader.host.pipeline import GradingRun
     from grader.host.runner import GPT2_LANE, STAND_IN_LANE, LearnerProcesses
 
     monkeypatch.setattr(lane_rules, "usable_cores", lambda: 2)
     monkeypatch.setattr(launch, "usable_cores", lambda: 2)
     checks = [c for c in registry() if c.id in ("embed", "pos_embed", "sampling.greedy", "beam.filter", "gelu_new")]
     with LearnerProcesses(Limits()) as processes:
-        report = grade_package(SOLUTIONS, checks, reference, processes=processes)
+        report = GradingRun(SOLUTIONS, checks, reference, processes=processes).finished().report
         first, twin = (processes.lanes[name].worker.process for name in (GPT2_LANE, STAND_IN_LANE))
         assert isinstance(twin, launch.Twin) and twin.poll() is None and first.poll() is None
         twin_process = psutil.Process(pidfd_pid(twin.pidfd))
@@ -158,8 +158,8 @@ def test_a_mistake_in_either_lane_gets_the_same_verdicts_in_one_lane_or_two(vari
 @pytest.mark.slow
 @pytest.mark.parametrize("package", [SOLUTIONS, EXERCISES], ids=str)
 def test_every_check_gets_the_same_verdicts_in_one_lane_or_two(package, reference, monkeypatch):
-    from grader.host.pipeline import grade_package
+    from grader.host.pipeline import GradingRun
 
     checks = list(registry())
-    one, two = one_lane_and_two(lambda: grade_package(package, checks, reference), monkeypatch)
+    one, two = one_lane_and_two(lambda: GradingRun(package, checks, reference).finished().report, monkeypatch)
     assert one == two

@@ -320,7 +320,7 @@ def test_the_cache_cannot_be_poisoned(reference, grade, tmp_path):
 
 def test_a_poisoned_cache_is_never_judged_from(reference, tmp_path):
     """Unconfined, the write lands; the seal notices it before judging."""
-    from grader.host.pipeline import ReferenceTampered, grade_package
+    from grader.host.pipeline import GradingRun, ReferenceTampered
     from grader.host.refcache import read_entry
     from grader.host.runner import LearnerProcesses, Limits
 
@@ -333,7 +333,7 @@ def test_a_poisoned_cache_is_never_judged_from(reference, tmp_path):
         LearnerProcesses(Limits(sandbox=False)) as processes,
         pytest.raises(ReferenceTampered, match="expected.safetensors"),
     ):
-        grade_package(package, checks, copied, processes=processes)
+        GradingRun(package, checks, copied, processes=processes).finished()
 
 
 def test_the_grader_cannot_be_edited(grade, tmp_path):

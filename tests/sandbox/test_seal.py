@@ -63,17 +63,17 @@ def forge(reference, root: Path, outputs: dict) -> Path:
 
 @pytest.mark.slow  # two gradings besides the unconfined run of its fixture; the seal's hashing runs in `make test`
 def test_a_forged_record_is_believed_only_without_the_sandbox(reference, n_minus_1, monkeypatch, tmp_path):
-    from grader.host.pipeline import ReferenceTampered, grade_package
+    from grader.host.pipeline import GradingRun, ReferenceTampered
     from grader.host.runner import Limits
 
     package, outputs = n_minus_1
     entry = forge(reference, tmp_path, outputs)
     assert sandbox.status().on, sandbox.status().describe()
     with pytest.raises(ReferenceTampered, match=TAMPERED):
-        grade_package(package, LAYERNORM, read_entry(entry, "random"), Limits())
+        GradingRun(package, LAYERNORM, read_entry(entry, "random"), Limits()).finished()
     # The control: without the sandbox the record spares the hashing, and the forged answers are judged from.
     monkeypatch.setenv("GPT2_GRADER_SANDBOX", "off")
-    believed = grade_package(package, LAYERNORM, read_entry(entry, "random"), Limits())
+    believed = GradingRun(package, LAYERNORM, read_entry(entry, "random"), Limits()).finished().report
     assert by_id(believed)["layernorm"].status == "pass", by_id(believed)["layernorm"].message
 
 

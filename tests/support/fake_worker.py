@@ -58,6 +58,7 @@ class Step:
     code: int = 7
     # any step
     delay: float = 0.0  # seconds before acting (an answer later than the check's timeout)
+    awaits: str = ""  # a file to wait for before acting, at most `delay` seconds: exit (`code`) where none came
     printed: str = ""  # what the check printed: in the answer where checks run in forks, else on stdout (the log)
     printed_beyond: int = 0  # bytes the fork server counted beyond what it kept
     stray: list[str] = field(default_factory=list)  # lines written on the answer channel before the answer
@@ -136,7 +137,12 @@ def reply_bytes(step: Step) -> bytes:
 
 
 def perform(step: Step, request: wire.Request, answers) -> wire.WorkerAnswer:
-    time.sleep(step.delay)
+    deadline = time.monotonic() + step.delay
+    while step.awaits and not Path(step.awaits).exists():
+        if time.monotonic() > deadline:
+            os._exit(step.code)
+        time.sleep(0.01)
+    time.sleep(0 if step.awaits else step.delay)
     for line in step.stray:
         answers.write(line + "\n")
     answers.flush()

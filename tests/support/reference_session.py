@@ -289,9 +289,9 @@ def grade(reference, session, request):
 
 def drawn(package: Path, checks: list, reference, processes) -> Report:
     """A grading's report with the HTML page's figures drawn, as `grade --html` writes it: the tests read them."""
-    from grader.host.pipeline import grading
+    from grader.host.pipeline import GradingRun
 
-    return grading(package, checks, reference, processes=processes, keep_evidence=True).with_figures()
+    return GradingRun(package, checks, reference, processes=processes, keep_evidence=True).finished().with_figures()
 
 
 def keeping_the_where_invariant(report: Report, package: Path, reference, session: Session) -> Report:

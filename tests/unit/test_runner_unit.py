@@ -99,6 +99,23 @@ def summary(outcomes: dict) -> dict[str, tuple[str, str]]:
     return {check_id: (outcome.ending, outcome.error) for check_id, outcome in outcomes.items()}
 
 
+def test_each_outcome_comes_as_soon_as_it_is_known_and_leaving_early_ends_the_workers(tmp_path):
+    """toy.b answers only once the caller has toy.a's outcome (its worker exits where that never comes); the caller
+    then leaves before toy.c's: its worker is ended, and the session runs no more."""
+    go = tmp_path / "toy.a is known"
+    steps = {"toy.a": answer(), "toy.b": answer(awaits=str(go), delay=ROOMY), "toy.c": answer(delay=ROOMY)}
+    checks = [toy(check_id) for check_id in steps]
+    with LearnerProcesses(FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
+        arriving = processes.outcomes(tmp_path, checks, reference(tmp_path, steps))
+        first, outcome = next(arriving)
+        go.touch()
+        second, then = next(arriving)
+        arriving.close()
+        assert [first.id, second.id] == ["toy.a", "toy.b"] and then.ending == "answered", summary({"b": then})
+        assert not any(alive(pid(known)) for known in (outcome, then))
+        assert all(lane.worker is None and lane.cancelled for lane in processes.lanes.values())
+
+
 def test_a_valid_reply_becomes_an_outcome_with_its_outputs(tmp_path):
     outcome = grade(tmp_path, {"toy.a": answer()})["toy.a"]
     reply = outcome.reply

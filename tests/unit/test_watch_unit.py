@@ -9,7 +9,7 @@ import watchfiles
 from rich.console import Console
 
 from grader.checks import select
-from grader.host.modes import watch
+from grader.host import pipeline
 from grader.host.modes.watch import SavedPython, Watch, changes_line, check_lines, regraded, saved_files, score_line
 from grader.host.pipeline import ReferenceTampered
 from grader.host.results import CheckResult, Report
@@ -148,21 +148,22 @@ def test_the_score_counts_every_watched_check_by_status():
     assert score_line(results).plain == "  watched checks: 2/4 points (2 pass, 1 fail, 1 todo)"
 
 
-class Grading:
-    """grade_package stood in for: each call answers the next of the reports given, and records its checks."""
+class Attempts:
+    """GradingRun's attempts stood in for: each answers the next of the reports given, result by result, and records
+    its checks and reference; the run's own rebuild and its report are the real ones."""
 
     def __init__(self, monkeypatch, *answers):
         self.answers, self.calls = list(answers), []
-        monkeypatch.setattr(watch, "grade_package", self)
+        monkeypatch.setattr(pipeline.GradingRun, "_attempt", lambda run: self.attempt(run))
 
-    def __call__(self, package, checks, reference, processes=None, on_result=None):
-        self.calls.append(([check.id for check in checks], reference))
+    def attempt(self, run):
+        self.calls.append(([check.id for check in run.checks], run.reference))
         answer = self.answers.pop(0)
         if isinstance(answer, BaseException):
             raise answer
-        for check in checks if on_result else ():  # each result as it is known, as `grade_package` hands them
-            on_result(answer[check.id])
-        return Report("random", str(package), [answer[check.id] for check in checks])
+        results = [answer[check.id] for check in run.checks]
+        yield from results
+        run.grading = pipeline.Grading(Report("random", str(run.package), results))
 
 
 def report_of(*results: CheckResult) -> dict[str, CheckResult]:
@@ -184,9 +185,9 @@ FIRST = report_of(
 
 def test_a_save_regrades_its_checks_and_prints_the_new_reason_and_the_score(monkeypatch, tmp_path):
     again = report_of(result("layernorm", "fail", message="differs: output shape (2, 9)"))
-    grading = Grading(monkeypatch, FIRST, again)
+    grading = Attempts(monkeypatch, FIRST, again)
     session = Watch(tmp_path, select(["layernorm", "attention"]), "the reference", None, rebuild=None)
-    session.grade(session.watched)
+    session.report(session.grading(session.watched))
     lines = printed_by(session, ["normalization.py"])
     assert lines[0].endswith(" normalization.py saved: layernorm")
     assert lines[1].split() == ["layernorm", "FAIL", "0/1", "differs:", "output", "shape", "(2,", "9)"]
@@ -198,9 +199,9 @@ def test_a_save_regrades_its_checks_and_prints_the_new_reason_and_the_score(monk
 
 
 def test_a_save_of_a_file_no_watched_check_grades_grades_nothing(monkeypatch, tmp_path):
-    grading = Grading(monkeypatch, FIRST)
+    grading = Attempts(monkeypatch, FIRST)
     session = Watch(tmp_path, select(["layernorm", "attention"]), "the reference", None, rebuild=None)
-    session.grade(session.watched)
+    session.report(session.grading(session.watched))
     lines = printed_by(session, ["mlp.py"])
     assert len(lines) == 1 and lines[0].endswith(" mlp.py saved: no watched check grades it")
     assert len(grading.calls) == 1
@@ -208,7 +209,7 @@ def test_a_save_of_a_file_no_watched_check_grades_grades_nothing(monkeypatch, tm
 
 def test_a_reference_that_does_not_verify_is_rebuilt_and_the_same_checks_graded_again(monkeypatch, tmp_path):
     tampered = ReferenceTampered("weights.safetensors is not what the reference builder wrote")
-    grading = Grading(monkeypatch, FIRST, tampered, report_of(result("layernorm", "pass")))
+    grading = Attempts(monkeypatch, FIRST, tampered, report_of(result("layernorm", "pass")))
     rebuilt = []
 
     def rebuild(reference, error):
@@ -216,7 +217,7 @@ def test_a_reference_that_does_not_verify_is_rebuilt_and_the_same_checks_graded_
         return "the rebuilt reference"
 
     session = Watch(tmp_path, select(["layernorm", "attention"]), "the reference", None, rebuild)
-    session.grade(session.watched)
+    session.report(session.grading(session.watched))
     lines = printed_by(session, ["normalization.py"])
     assert rebuilt == [("the reference", "weights.safetensors is not what the reference builder wrote")]
     assert grading.calls[1:] == [(["layernorm"], "the reference"), (["layernorm"], "the rebuilt reference")]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import watchfiles
@@ -19,7 +19,7 @@ from rich.text import Text
 
 from grader.checks import Check, file_stem, registry
 from grader.host.dependencies import UNCOMPILED
-from grader.host.pipeline import OnResult, ReferenceTampered, grade_package
+from grader.host.pipeline import GradingRun, Rebuild, ReferenceTampered
 from grader.host.refcache import ReferenceData
 from grader.host.render import text
 from grader.host.results import STATUSES, CheckResult, Report
@@ -28,9 +28,6 @@ from grader.shared import wire
 
 STEP_MS = 50  # an editor's save is a burst of events (write, rename, chmod): this long without one ends it
 READY_MS = 200  # the watcher yields once, empty, this long after it is in place
-
-# (the reference that did not verify, why) -> a rebuilt one; ReferenceTampered again is the caller's
-Rebuild = Callable[[ReferenceData, ReferenceTampered], ReferenceData]
 
 
 class SavedPython(watchfiles.DefaultFilter):
@@ -159,15 +156,18 @@ class Watch:
         self.processes = processes
         self.latest: dict[str, CheckResult] = {}
 
-    def grade(self, checks: Sequence[Check], on_result: OnResult | None = None) -> Report:
-        """`checks` graded on the warm worker, each result given to `on_result` as soon as it is final; when the
-        reference does not verify it is rebuilt, and the same checks graded again on a worker for the new one."""
-        streaming = {"on_result": on_result} if on_result is not None else {}
-        try:
-            report = grade_package(self.package, checks, self.reference, processes=self.processes, **streaming)
-        except ReferenceTampered as error:
-            self.reference = self.rebuild(self.reference, error)  # the entry built again, the workers paused meanwhile
-            report = grade_package(self.package, checks, self.reference, processes=self.processes, **streaming)
+    def grading(self, checks: Sequence[Check]) -> GradingRun:
+        """`checks` graded on the warm worker as the run is iterated; where the reference does not verify, it is
+        rebuilt, and the same checks graded again on a worker for the new one."""
+        return GradingRun(self.package, checks, self.reference, processes=self.processes, rebuild=self._rebuilt)
+
+    def _rebuilt(self, tampered: ReferenceData, error: ReferenceTampered) -> ReferenceData:
+        self.reference = self.rebuild(tampered, error)  # the entry built again, the workers paused meanwhile
+        return self.reference
+
+    def report(self, run: GradingRun) -> Report:
+        """The run's report once it ends, each of its results now the latest of its check."""
+        report = run.finished().report
         self.latest.update((result.id, result) for result in report.checks)
         return report
 
@@ -184,14 +184,13 @@ class Watch:
         width = max(len(check.id) for check in checks)
         shown: set[str] = set()
 
-        def show(result: CheckResult) -> None:
-            if result.error_place is not None:  # a syntax error stops every check of its file: one line, later
-                return
-            for line in [*text.trace(result), *check_lines([result], before, width)]:
-                console.print(line)
-            shown.add(result.id)
-
-        results = self.grade(checks, show).checks
+        run = self.grading(checks)
+        for result in run:  # each as soon as it is final; a syntax error stops every check of its file: one line, later
+            if result.error_place is None:
+                for line in [*text.trace(result), *check_lines([result], before, width)]:
+                    console.print(line)
+                shown.add(result.id)
+        results = self.report(run).checks
         rest = [result for result in results if result.id not in shown]
         for line in [
             *(line for result in rest for line in text.trace(result)),
@@ -230,7 +229,7 @@ def watch(
     session = Watch(package, watched, reference, processes, rebuild)
     try:
         with console.status(f"running {len(watched)} checks on {package}"):
-            first = session.grade(watched)
+            first = session.report(session.grading(watched))
         text.print_report(first, console, show_printed)
         shown = text.shown_path(str(package), "")
         console.print(Text(f"watching {shown} for saves: each regrades its file's checks (Ctrl-C ends)", style="bold"))

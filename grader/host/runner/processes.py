@@ -4,6 +4,7 @@ life: started on entering, paused while the reference is built, ended on leaving
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 from grader.checks import Check
 from grader.host.launch import LEARNER_COMMAND, Started, Twin, end_learner, start_learners, twins_here
 from grader.host.refcache import ReferenceData
-from grader.host.runner.lanes import GPT2_LANE, GRACE, STAND_IN_LANE, Lane, OnOutcome, Schedule, parallel
+from grader.host.runner.lanes import GPT2_LANE, GRACE, STAND_IN_LANE, Lane, Schedule, parallel
 from grader.host.runner.replies import Outcome
 from grader.host.runner.request import Limits
 
@@ -96,50 +97,49 @@ class LearnerProcesses:
         yield
         self._start(running)
 
-    def run(
-        self, package: Path, checks: list[Check], reference: ReferenceData, on_outcome: OnOutcome = None
-    ) -> dict[str, Outcome]:
-        """Every check's outcome, in order. Where two lanes may run (`lanes.parallel`), each takes the next check it
-        may from one `Schedule` (never two checks of GPT-2's data at once), the second in a thread. `on_outcome(check,
-        outcome)` is called with each as soon as it is known, from the lane's thread, one call at a time."""
+    def run(self, package: Path, checks: list[Check], reference: ReferenceData) -> dict[str, Outcome]:
+        """Every check's outcome, in the checks' order (`outcomes`)."""
+        arrived = dict((check.id, outcome) for check, outcome in self.outcomes(package, checks, reference))
+        return {check.id: arrived[check.id] for check in checks}
+
+    def outcomes(self, package: Path, checks: list[Check], reference: ReferenceData) -> Iterator[tuple[Check, Outcome]]:
+        """Each check and its outcome as soon as it is known, while the lanes run on, each in a thread of its own.
+        Where two lanes may run (`lanes.parallel`), each takes the next check it may from one `Schedule` (never two
+        checks of GPT-2's data at once). Left before the last (Ctrl-C in the caller's thread, an error, an early
+        `close`), it ends the workers and waits for the lanes' threads: this `LearnerProcesses` then runs no more."""
         names = lane_names(checks, self.limits, reference.beside)
         schedule = Schedule(checks, reference.beside)
-        outcomes: dict[str, Outcome] = {}
-        failures: list[BaseException] = []
-        one_at_a_time = threading.Lock()
-
-        def report(check: Check, outcome: Outcome) -> None:
-            with one_at_a_time:
-                outcomes[check.id] = outcome
-                if on_outcome is not None:
-                    on_outcome(check, outcome)
+        arrived: queue.SimpleQueue = queue.SimpleQueue()  # (check, outcome); a lane's name once it ends; its error
 
         def run_lane(name: str) -> None:
             try:
-                self.lane(name).run(package, schedule, reference, report)
-            except BaseException as error:  # raised again in the grader's main thread
-                failures.append(error)
+                self.lane(name).run(package, schedule, reference, lambda *known: arrived.put(known))
+                arrived.put(name)
+            except BaseException as error:  # raised again in the caller's thread
                 schedule.cancel()
+                arrived.put(error)
 
         # Where a worker is not warm, it imports torch now (a twin forks), while the first lane runs.
         self._start(names)
-        threads = [threading.Thread(target=run_lane, args=(name,), daemon=True) for name in names[1:]]
+        threads = [threading.Thread(target=run_lane, args=(name,), daemon=True) for name in names]
+        running = len(threads)
         try:
             for thread in threads:
                 thread.start()
-            self.lane(names[0]).run(package, schedule, reference, report)
-            for thread in threads:
-                thread.join()
-        except BaseException:
-            schedule.cancel()
-            self._cancel(threads)
-            raise
-        if failures:
-            raise failures[0]
-        return {check.id: outcomes[check.id] for check in checks}
+            while running:
+                item = arrived.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, str):
+                    running -= 1
+                else:
+                    yield item
+        finally:
+            if running:
+                self._cancel(threads)
 
     def _cancel(self, threads: list[threading.Thread]) -> None:
-        """Ctrl-C: the workers go now, and every lane's thread ends before the scratch does."""
+        """The workers go now, and every lane's thread ends before the scratch does."""
         for lane in self.lanes.values():
             lane.cancelled = True
         self.stop()
