@@ -54,10 +54,15 @@ def state(result: CheckResult, graph: dict[str, Check]) -> str:
     return f"your {part_name(graph[result.id])} {verb}"
 
 
-def with_failing_parts(results: Sequence[CheckResult], checks: Sequence[Check] | None = None) -> list[CheckResult]:
-    """The results, each check whose parts fail naming them first (see the module's docstring)."""
+def with_failing_parts(
+    results: Sequence[CheckResult],
+    checks: Sequence[Check] | None = None,
+    among: dict[str, CheckResult] | None = None,
+) -> list[CheckResult]:
+    """The results, each check whose parts fail naming them first (see the module's docstring); its parts' results
+    looked up `among` those of the run, where it holds more than `results` (a run's checks judged so far)."""
     graph = {check.id: check for check in (registry() if checks is None else checks)}
-    by_id = {result.id: result for result in results}
+    by_id = {result.id: result for result in results} if among is None else among
     return [blamed(result, first_failures(result.id, by_id, graph), graph) for result in results]
 
 

@@ -87,7 +87,8 @@ class GradingRun:
     ):
         self.package, self.checks, self.reference = package, list(checks), reference
         self.limits, self.processes, self.keep_evidence, self.rebuild = limits, processes, keep_evidence, rebuild
-        graph, graded = {check.id: check for check in registry()}, {check.id for check in self.checks}
+        self.registered = registry()  # read once: each result names its failing parts as soon as it is final
+        graph, graded = {check.id: check for check in self.registered}, {check.id for check in self.checks}
         self.parts = {check.id: used_by(check.id, graph) & graded for check in self.checks}  # what a message may name
         self.grading: Grading | None = None  # once iterated to the end
 
@@ -129,7 +130,7 @@ class GradingRun:
         problem = seal.broken()
         if problem:
             raise ReferenceTampered(problem)
-        results = with_failing_parts([judged[check.id] for check in self.checks])
+        results = with_failing_parts([judged[check.id] for check in self.checks], self.registered)
         seed, line = self.reference.meta.get("seed", 0), sandbox_line(processes.limits)
         report = Report(self.reference.kind, str(self.package), results, self.reference.fallback_reason, seed, line)
         self.grading = Grading(report, evidence)
@@ -141,8 +142,5 @@ class GradingRun:
             for check in self.checks
             if check.id in judged and check.id not in yielded and self.parts[check.id] <= judged.keys()
         ]
-        if not ready:
-            return []
         yielded.update(ready)
-        final = {result.id: result for result in with_failing_parts(list(judged.values()))}
-        return [final[check_id] for check_id in ready]
+        return with_failing_parts([judged[check_id] for check_id in ready], self.registered, among=judged)
