@@ -135,7 +135,8 @@ class LearnerProcesses:
                 else:
                     yield item
         finally:
-            if running:
+            if running:  # left early: no lane takes another check, and the workers go now
+                schedule.cancel()
                 self._cancel(threads)
 
     def _cancel(self, threads: list[threading.Thread]) -> None:
