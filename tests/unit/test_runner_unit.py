@@ -116,6 +116,26 @@ def test_each_outcome_comes_as_soon_as_it_is_known_and_leaving_early_ends_the_wo
         assert all(lane.worker is None and lane.cancelled for lane in processes.lanes.values())
 
 
+def test_an_error_in_a_lanes_thread_is_raised_in_the_callers_and_ends_the_workers(tmp_path, two_cores, monkeypatch):
+    """A bug of the grader's own in a lane (here: asking for toy.b raises) reaches the caller, not a lost thread, and
+    no worker or lane thread is left running."""
+    asked = lane_rules.Lane._run_one
+
+    def broken(lane, package, check, reference):
+        if check.id == "toy.b":
+            raise RuntimeError("a bug in the lane")
+        return asked(lane, package, check, reference)
+
+    monkeypatch.setattr(lane_rules.Lane, "_run_one", broken)
+    steps = {check.id: answer() for check in TWO_KINDS}
+    before = set(threading.enumerate())
+    with LearnerProcesses(FORKS, worker_command=fake_worker.command(tmp_path, steps)) as processes:
+        with pytest.raises(RuntimeError, match="a bug in the lane"):
+            processes.run(tmp_path, TWO_KINDS, reference(tmp_path, steps))
+        assert all(lane.worker is None for lane in processes.lanes.values()) and len(processes.lanes) == 2
+    assert set(threading.enumerate()) <= before
+
+
 def test_a_valid_reply_becomes_an_outcome_with_its_outputs(tmp_path):
     outcome = grade(tmp_path, {"toy.a": answer()})["toy.a"]
     reply = outcome.reply
