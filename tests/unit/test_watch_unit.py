@@ -4,6 +4,8 @@ reports built here. Under a pseudo-terminal, with a worker, in test_watch.py."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import watchfiles
 from rich.console import Console
@@ -13,6 +15,7 @@ from grader.host import pipeline
 from grader.host.modes.watch import SavedPython, Watch, changes_line, check_lines, regraded, saved_files, score_line
 from grader.host.pipeline import ReferenceTampered
 from grader.host.results import CheckResult, Report
+from grader.host.runner import Limits
 
 pytestmark = pytest.mark.unit
 
@@ -223,3 +226,46 @@ def test_a_reference_that_does_not_verify_is_rebuilt_and_the_same_checks_graded_
     assert grading.calls[1:] == [(["layernorm"], "the reference"), (["layernorm"], "the rebuilt reference")]
     assert session.reference == "the rebuilt reference"
     assert lines[-2:] == ["  since the last run: layernorm: fail -> pass", "  watched checks: 3/3 points (3 pass)"]
+
+
+class FedOutcomes:
+    """LearnerProcesses stood in for: hands the run one outcome at a time, in the order given, noting each in `log`."""
+
+    def __init__(self, order: list[str], log: list):
+        self.order, self.log = order, log
+        self.limits = Limits(sandbox=False, fork=True)
+
+    def outcomes(self, package, checks, reference):
+        by_id = {check.id: check for check in checks}
+        for check_id in self.order:
+            self.log.append(("outcome", check_id))
+            yield by_id[check_id], check_id  # the "outcome": the id, which the stand-in verdict reads
+
+
+def test_a_result_is_yielded_once_every_part_it_uses_is_judged_naming_the_failing_ones(monkeypatch, tmp_path):
+    """attention's outcome comes first, but its result waits for its part, the causal mask: once that fails, both
+    are yielded, attention naming the mask first; layernorm, which uses nothing graded here, is yielded at once."""
+    verdicts = {
+        "attention": result("attention", "fail", message="differs: max abs diff 2"),
+        "layernorm": result("layernorm", "pass"),
+        "attention.causal_mask": result("attention.causal_mask", "fail", message="differs: max abs diff 1e9"),
+    }
+    monkeypatch.setattr(pipeline, "Seal", lambda reference, ids: type("Sealed", (), {"broken": lambda self: None})())
+    monkeypatch.setattr(pipeline, "Evidence", lambda check, outcome, reference: outcome)
+    monkeypatch.setattr(pipeline, "judge", lambda outcome: verdicts[outcome])
+    log: list = []
+    processes = FedOutcomes(["attention", "layernorm", "attention.causal_mask"], log)
+    reference = SimpleNamespace(kind="random", meta={}, fallback_reason="")
+    run = pipeline.GradingRun(tmp_path, select(["layernorm", "attention"]), reference, processes=processes)
+    for got in run:
+        log.append(("result", got.id))
+    assert log == [
+        ("outcome", "attention"),
+        ("outcome", "layernorm"),
+        ("result", "layernorm"),
+        ("outcome", "attention.causal_mask"),
+        ("result", "attention.causal_mask"),
+        ("result", "attention"),
+    ]
+    attention = next(r for r in run.finished().report.checks if r.id == "attention")
+    assert attention.message.startswith("your Attention.apply_causal_mask fails its own check"), attention.message
