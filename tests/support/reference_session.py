@@ -18,10 +18,8 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 from filelock import FileLock
@@ -89,15 +87,6 @@ class Session:
         with self.ahead_lock(package):  # held by the worker grading it until its report is written
             saved = self.ahead_file(package)
             return pickle.loads(saved.read_bytes()) if saved.exists() else None
-
-    def once(self, name: str, make: Callable[[Path], Any]) -> Any:
-        """What `make(directory)` returns, made in a directory of the shared root by the first worker that asks and
-        read by the others (pickled, under a lock): a module fixture's class, say, graded once, not on every worker."""
-        with FileLock(self.root / f"{name}.lock", thread_local=False):
-            saved = self.root / f"{name}.pickle"
-            if not saved.exists():  # a worker whose `make` raised left none: the next one tries, and fails, itself
-                saved.write_bytes(pickle.dumps(make(Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root)))))
-            return pickle.loads(saved.read_bytes())
 
     def end(self) -> None:
         if self.build is not None:

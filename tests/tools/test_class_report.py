@@ -11,7 +11,6 @@ import statistics
 import subprocess
 import sys
 from html import escape
-from pathlib import Path
 
 import pytest
 from repo import EXERCISES, REPO, write_variant
@@ -40,13 +39,10 @@ SCORES = [sum(POINTS[c] for c in CHECKS if c not in fails) for _, fails in CLASS
 
 
 @pytest.fixture(scope="module")
-def graded_class(session, reference):
+def graded_class(tmp_path_factory, reference):
     """The class graded by batch on CHECKS, then its class report in every format; the mistakes as the results
-    word them. Graded once a session, whichever xdist worker asks first."""
-    return session.once("graded-class", grade_the_class)
-
-
-def grade_the_class(root: Path) -> dict:
+    word them."""
+    root = tmp_path_factory.mktemp("class")
     submissions = root / "submissions"
     submissions.mkdir()
     for name, (edits, _) in CLASS.items():

@@ -23,7 +23,7 @@ from grader.shared import wire
 GRACE = 30.0  # a fork server answers for a hung check itself; this is for a hung fork server
 EXIT_WAIT = 2.0  # seconds for a worker whose stdout closed to exit, before it is said to have hung
 GPT2_LANE, STAND_IN_LANE = "gpt2", "stand-ins"
-OnOutcome = Callable[[Check, Outcome], None] | None
+OnOutcome = Callable[[Check, Outcome], None]
 
 
 class Lane:
@@ -47,25 +47,20 @@ class Lane:
         if self.worker is None:
             self.worker, self.ready = Worker(self.log, self.worker_command, process), False
 
-    def run(
-        self, package: Path, schedule: Schedule, reference: ReferenceData, on_outcome: OnOutcome = None
-    ) -> dict[str, Outcome]:
-        """The outcome of every check this lane takes from the `Schedule` it shares with the other lanes;
-        `on_outcome(check, outcome)` is called with each as soon as it is known."""
-        outcomes = {}
+    def run(self, package: Path, schedule: Schedule, reference: ReferenceData, on_outcome: OnOutcome) -> None:
+        """Run every check this lane takes from the `Schedule` it shares with the other lanes, handing each check and
+        its outcome to `on_outcome` as soon as it is known."""
         while (check := schedule.take(self.name)) is not None:
             try:
-                if self.cancelled:  # Ctrl-C in the grader's main thread: this lane's thread ends too
+                if self.cancelled:  # the caller left early (Ctrl-C, say): this lane's thread ends too
                     raise WorkerGone()
-                outcomes[check.id] = self._run_one(package, check, reference)
+                outcome = self._run_one(package, check, reference)
             finally:
                 schedule.done(check)
-            if on_outcome is not None:
-                on_outcome(check, outcomes[check.id])
+            on_outcome(check, outcome)
         if not self.limits.fork:  # without forks the learner's modules stay imported in the worker: a fresh
             self.close()  # one for the next package, importing torch while this one's verdicts are judged
             self.start()
-        return outcomes
 
     def _ready_worker(self) -> Worker:
         """The worker, started and done importing torch, whose time is no check's."""
