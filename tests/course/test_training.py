@@ -253,6 +253,37 @@ def test_corpus_ids_map_back_to_the_text(tokenizer):
     assert (counts[:-1] >= counts[1:]).all()  # id 0 is the most frequent token
 
 
+def test_the_corpus_cache_is_built_again_when_damaged_and_left_out_when_unwritable(tokenizer, tmp_path, monkeypatch):
+    """corpus.load: a truncated cache file is built again and replaced; an unwritable cache directory (a file
+    where it should be) costs the build, not the corpus (Part 6's reference build reads it)."""
+    import torch
+
+    from grader.builder import corpus
+    from grader.builder import tokenizer as tokenizers
+
+    small = corpus.from_texts(["The cat sat on the mat.", "A dog sat on the log."] * 4, tokenizer)
+    builds = []
+    monkeypatch.setattr(corpus, "build", lambda given: builds.append(given) or small)
+    monkeypatch.setattr(tokenizers, "offline_tokenizer", lambda: tokenizer)
+
+    def same(loaded):
+        return all(
+            torch.equal(getattr(loaded, part), getattr(small, part)) for part in ("train", "held_out", "gpt2_ids")
+        )
+
+    monkeypatch.setenv("GPT2_GRADER_CACHE", str(tmp_path / "cache"))
+    assert same(corpus.load()) and len(builds) == 1
+    (cached,) = (tmp_path / "cache").iterdir()  # the file alone: no partial write left beside it
+    assert same(corpus.load()) and len(builds) == 1  # read back, not built
+    cached.write_bytes(cached.read_bytes()[:100])
+    assert same(corpus.load()) and len(builds) == 2
+    assert same(corpus.load()) and len(builds) == 2  # the damaged file was replaced
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("GPT2_GRADER_CACHE", str(blocker / "cache"))
+    assert same(corpus.load()) and len(builds) == 3
+
+
 def test_batches_are_windows_of_the_stream():
     import torch
 
