@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,7 @@ from repo import REPO
 from test_resources import SHARED_ANONYMOUS, once
 from test_sandbox import attention_variant
 
+from grader.host.seal import VERIFIED_FILE as VERIFIED
 from grader.shared import cgroup
 
 pytestmark = [
@@ -52,15 +54,25 @@ SOCKETS_ACROSS_FORKS = once("""
 """)
 
 
+def change_times(directory: Path) -> dict[Path, int]:
+    """What a seal compares of each file an entry's builder wrote (verified.json is the seal's own record)."""
+    return {path: path.stat().st_ctime_ns for path in directory.rglob("*") if path.is_file() and path.name != VERIFIED}
+
+
 def graded_as_an_ordinary_user(package, memory_gb: int, tmp_path) -> tuple[dict, str]:
     """`grade attention` of `package` run as this user, or as nobody where this is root (with a copy of the
-    session's reference cache of its own, hard-linked), without a cgroup the grader may make."""
+    session's reference cache of its own), without a cgroup the grader may make."""
     environment = dict(os.environ)
     as_nobody = os.geteuid() == 0
     if as_nobody:  # `tmp_path` (and the package in it) is a directory anyone may enter, under /tmp
-        cache = tmp_path / "cache"
-        subprocess.run(["cp", "-al", os.environ["GPT2_GRADER_CACHE"], str(cache)], check=True)
+        session_cache, cache = Path(os.environ["GPT2_GRADER_CACHE"]), tmp_path / "cache"
+        before = change_times(session_cache)
+        # Copied, not hard-linked: chown on a link moves the change time of the session's own file, which the
+        # seal of a grading running beside this one (on another xdist worker) takes for the entry rewritten.
+        shutil.copytree(session_cache, cache, ignore=shutil.ignore_patterns("random-hub"))  # the builder's input
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(tmp_path)], check=True)
+        after = change_times(session_cache)
+        assert {path: after.get(path) for path in before} == before
         environment |= {"GPT2_GRADER_CACHE": str(cache), "HOME": str(tmp_path)}
     report = tmp_path / "report.json"
     ran = subprocess.run(
