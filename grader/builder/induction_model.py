@@ -262,10 +262,6 @@ def load(weights: Path = SHIPPED) -> HookedTransformer:
     return model.eval()
 
 
-def shipped_facts(weights: Path = SHIPPED) -> dict:
-    return json.loads(facts_path(weights).read_text())
-
-
 # --- the command ---------------------------------------------------------------------------------------------
 
 

@@ -114,8 +114,3 @@ def part_of(handle, header: bytes, spans: dict, split: str, key: str) -> str | N
     if not key:
         return blake3(header).hexdigest()
     return span_digest(handle, spans[key]) if key in spans else None
-
-
-def part_digest(directory: Path, name: str) -> str | None:
-    """The digest of one part `entry_digests` names, as the files are now; None when it cannot be read."""
-    return next(part_digests(directory, [name]))[1]

@@ -8,6 +8,7 @@ reference is GPT-2's own weights.
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -222,9 +223,9 @@ def heads_found(scores: np.ndarray, threshold: float) -> list[list[int]]:
 
 def test_the_small_models_heads_are_those_its_json_records(reference):
     """The Part 5 scores, on [BOS, A, A] rather than the model's own scoring batch, find the same heads."""
-    from grader.builder.induction_model import shipped_facts
+    from grader.builder.induction_model import SHIPPED, facts_path
 
-    facts = shipped_facts()
+    facts = json.loads(facts_path(SHIPPED).read_text())
     previous = reference.expected("induction.previous_token_scores")["small.previous_token_scores"]
     induction = reference.expected("induction.induction_scores")["small.induction_scores"]
     assert heads_found(previous, facts["thresholds"]["previous_token"]) == facts["heads"]["previous_token"]
