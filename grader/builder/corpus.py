@@ -20,7 +20,6 @@ import contextlib
 import importlib
 import inspect
 import io
-import os
 import pkgutil
 import sys
 import warnings
@@ -292,7 +291,7 @@ def load(tokenizer=None) -> Corpus:
     from safetensors import SafetensorError
     from safetensors.torch import load_file, save
 
-    from grader.shared.paths import cache_root
+    from grader.shared.paths import cache_root, write_replacing
 
     path = cache_root() / f"corpus-stdlib-{sys.version_info.major}.{sys.version_info.minor}.safetensors"
     if tokenizer is None:
@@ -302,12 +301,7 @@ def load(tokenizer=None) -> Corpus:
 
         tokenizer = offline_tokenizer()
     corpus = build(tokenizer)
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # another process may be reading path: replaced in one rename
         path.parent.mkdir(parents=True, exist_ok=True)
-        staging = path.with_name(f"{path.name}.{os.getpid()}.partial")  # another process may be reading path
-        try:
-            staging.write_bytes(save({"train": corpus.train, "held_out": corpus.held_out, "gpt2_ids": corpus.gpt2_ids}))
-            os.replace(staging, path)
-        finally:
-            staging.unlink(missing_ok=True)
+        write_replacing(path, save({"train": corpus.train, "held_out": corpus.held_out, "gpt2_ids": corpus.gpt2_ids}))
     return corpus

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from grader.shared import sandbox, wire
 from grader.shared.entry import digested_files, part_digests
+from grader.shared.paths import write_replacing
 
 if TYPE_CHECKING:
     from grader.host.refcache import ReferenceData
@@ -101,10 +102,8 @@ class Seal:
 
     def _remember_verified(self) -> None:
         record = {part: list(stat) for part, stat in self.data.verified.items()}
-        staging = self.data.directory / f".{VERIFIED_FILE}.{os.getpid()}"
         with contextlib.suppress(OSError):  # an unwritable cache only costs the hashing next time
-            staging.write_text(json.dumps(record))
-            os.replace(staging, self.data.directory / VERIFIED_FILE)
+            write_replacing(self.data.directory / VERIFIED_FILE, json.dumps(record))
 
     def broken(self) -> str | None:
         """Why the entry cannot be trusted, or None."""

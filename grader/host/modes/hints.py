@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,7 @@ from grader.host.diagnose import Candidate, first_divergence, matches_step, name
 from grader.host.modes.show import differences, shape_text
 from grader.host.results import CheckResult, Report
 from grader.host.verdict import Evidence, compare_cases
-from grader.shared.paths import REPO_ROOT
+from grader.shared.paths import REPO_ROOT, write_replacing
 
 STATE_FILE = ".grade-hints.json"
 LEVELS = 3
@@ -101,10 +100,8 @@ def valid_level(check_id, level) -> bool:
 
 def write_levels(path: Path, levels: dict[str, int]) -> str | None:
     """Write the levels (a whole file, or none: a reader never sees half of one); a one-line note if it cannot."""
-    partial = path.with_name(f"{path.name}.partial")
     try:
-        partial.write_text(json.dumps({"levels": levels}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(partial, path)
+        write_replacing(path, json.dumps({"levels": levels}, indent=1, sort_keys=True) + "\n")
     except OSError as error:
         return (
             f"could not remember the hint level in {path} ({error.strerror or error}): the next hint repeats this one"

@@ -33,6 +33,7 @@ from grader.host.render.github import (
 )
 from grader.host.render.markdown import paragraphs
 from grader.host.results import CheckResult, Report
+from grader.shared.paths import write_replacing
 
 SCHEMA = "classroom50/result/v1"
 # What the runner sets that the result must repeat: its own validator refuses a result whose identity differs.
@@ -130,14 +131,6 @@ def outputs(report: Report) -> str:
     """The step's outputs: `status`, which the runner posts as the commit's status, and its one-line `summary`.
     A grading that ran says success or failure; `error` is the runner's, for an autograder that did not run."""
     return f"status={'success' if report.passed else 'failure'}\nsummary={status_line(report)}"
-
-
-def write_replacing(path: Path, text: str) -> None:
-    """`path` holds `text`, put there in one rename: whatever was at `path` before (a file or a link the learner
-    committed) is replaced, never written through."""
-    staging = path.with_name(f".{path.name}.{os.getpid()}")
-    staging.write_text(text, encoding="utf-8")
-    os.replace(staging, path)
 
 
 def publish(report: Report, environ: Mapping[str, str], directory: Path) -> list[str]:
