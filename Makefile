@@ -2,9 +2,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# torch is installed before the project so nothing pulls the multi-GB CUDA build:
-# a torch wheel already on this machine (pip's find-links) if there is one, its dependencies
-# from the usual index; else PyTorch's CPU-only index. Without make: python -m grader.host.tools.setup.
+# torch TORCH_VERSION is installed before the project so nothing pulls the multi-GB CUDA build: a torch
+# wheel already on this machine (pip's find-links) if there is one, else torch from TORCH_INDEX and no other
+# index; then its dependencies from pip's usual index. An index that does not answer ends it in one line.
+# Without make: python -m grader.host.tools.setup.
 # On a GPU machine: make TORCH_INDEX=https://download.pytorch.org/whl/cu124
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
