@@ -34,7 +34,7 @@ LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
 
 .PHONY: grade train experiment-positions test test-unit test-all lint stubs release classroom50 gradescope notebooks notebook-grades batch class-report clean
 
-# grade exits 1 while a check does not pass and says so in words; make adds no error line for that.
+# grade exits 1 while a check does not pass and says so in words (and that make grade exits 0): no make error line.
 grade: $(VENV)/.installed
 	$(VENV)/bin/grade $(ARGS) || [ $$? -eq 1 ]
 
