@@ -2,9 +2,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# torch is installed before the project so nothing pulls the multi-GB CUDA build:
-# a torch wheel already on this machine (pip's find-links) if there is one, its dependencies
-# from the usual index; else PyTorch's CPU-only index. Without make: python -m grader.host.tools.setup.
+# torch TORCH_VERSION is installed before the project so nothing pulls the multi-GB CUDA build: a torch
+# wheel already on this machine (pip's find-links) if there is one, else torch from TORCH_INDEX and no other
+# index; then its dependencies from pip's usual index. An index that does not answer ends it in one line.
+# Without make: python -m grader.host.tools.setup.
 # On a GPU machine: make TORCH_INDEX=https://download.pytorch.org/whl/cu124
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -33,7 +34,7 @@ LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
 
 .PHONY: grade train experiment-positions test test-unit test-all lint stubs release classroom50 gradescope notebooks notebook-grades batch class-report clean
 
-# grade exits 1 while a check does not pass and says so in words; make adds no error line for that.
+# grade exits 1 while a check does not pass and says so in words (and that make grade exits 0): no make error line.
 grade: $(VENV)/.installed
 	$(VENV)/bin/grade $(ARGS) || [ $$? -eq 1 ]
 

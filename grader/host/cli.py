@@ -216,9 +216,10 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
     report = whole.with_figures() if args.html else whole.report  # the figures only for the page that draws them
     for emit in emits:  # the terminal's report, then the files, then GitHub's step
         emit(report)
-    if not report.passed:  # CI prints only "exit code 1": say what it means
+    if not report.passed:  # CI prints only "exit code 1": say what it means, and make's 0 (the Makefile's grade)
         passing = sum(check.status == "pass" for check in report.checks)
-        print(f"grade: {passing} of {len(report.checks)} checks pass; the exit code is 1 until all do", file=sys.stderr)
+        said = f"{passing} of {len(report.checks)} checks pass; grade exits 1 until all do (make grade exits 0)"
+        print(f"grade: {said}", file=sys.stderr)
     return 0 if report.passed else 1
 
 

@@ -54,6 +54,8 @@ def test_the_learners_path_on_each_python(version, tmp_path, reference):
     venv = tmp_path / "venv"
     with FileLock(tmp_path.parent / "editable-install.lock"):  # one editable build of the repository at a time
         setup = run(python, "-m", "grader.host.tools.setup", "--venv", venv, cwd=REPO)
+    if setup.returncode == 1 and " does not answer (" in setup.stderr:  # no local wheel, and no PyTorch index here
+        pytest.skip(f"no torch for Python {version} on this machine: {setup.stderr.strip()}")
     assert setup.returncode == 0, setup.stderr[-3000:]
     grade = venv_python(venv).parent / "grade"
     solutions = run(grade, "--solutions", "--reference", "random", "--json", tmp_path / "solutions.json", cwd=REPO)

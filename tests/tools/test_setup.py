@@ -8,8 +8,10 @@ import io
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import venv
 from unittest import mock
 
 import pytest
@@ -50,17 +52,108 @@ def test_torch_first_a_local_wheel_else_the_cpu_index_then_the_project():
     assert dry_run(command_line=True) == [
         f"{py} --no-index --no-deps torch=={VERSION}",
         f"{py} torch=={VERSION}",
-        f"else: {py} torch --index-url {CPU} --extra-index-url https://pypi.org/simple",
+        f"else: {py} --no-deps --index-url {CPU} --timeout 15 --retries 2 torch=={VERSION}",
+        f"{py} torch=={VERSION}",
         f"{py} -e .",
     ]
+
+
+def test_the_fallback_pins_the_version_and_takes_torch_from_the_index_alone():
+    """torch itself from the CPU index and no other (PyPI's torch is the CUDA build): pinned, without dependencies,
+    no --extra-index-url; then the same pin, satisfied, for its dependencies from pip's own index."""
+    lines = dry_run()
+    fallback = lines[lines.index(next(line for line in lines if line.startswith("else: "))) :]
+    assert f"--no-deps --index-url {CPU} " in fallback[0] and fallback[0].endswith(f" torch=={VERSION}")
+    assert fallback[1].endswith(f"-m pip install torch=={VERSION}")
+    assert not any("--extra-index-url" in line or "--find-links" in line for line in lines)
+    assert all(f"torch=={VERSION}" in line for line in lines if "torch" in line), lines
 
 
 def test_the_index_is_overridable_for_cuda_by_option_or_environment():
     cuda = "https://download.pytorch.org/whl/cu124"
     for lines in (dry_run("--torch-index", cuda), dry_run(env={"TORCH_INDEX": cuda})):
         assert [line for line in lines if "--index-url" in line] == [
-            f"else: {sys.executable} -m pip install torch --index-url {cuda} --extra-index-url https://pypi.org/simple"
+            f"else: {sys.executable} -m pip install --no-deps --index-url {cuda} --timeout 15 --retries 2 "
+            f"torch=={VERSION}"
         ]
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 where nothing listens: a connection is refused."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        return free.getsockname()[1]
+
+
+def test_pip_looks_for_torch_in_the_named_index_alone(tmp_path):
+    """The fallback's torch command with the environment setup gives it, where pip's configuration names another
+    index and find-links: pip looks in the named index only. Run as `pip download`, so nothing is installed."""
+    from grader.host.tools import setup
+
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nextra-index-url = {tmp_path.as_uri()}/other\nfind-links = {tmp_path / 'links'}\n")
+    environ = os.environ | {"PIP_CONFIG_FILE": str(config), "PIP_EXTRA_INDEX_URL": "a", "PIP_FIND_LINKS": "b"}
+    index, ran = f"http://127.0.0.1:{closed_port()}/whl/cpu", []
+    with (
+        mock.patch.dict(os.environ, environ, clear=True),
+        mock.patch.object(setup, "torch_imports", lambda python: False),
+        mock.patch.object(setup, "unanswered", lambda index: None),
+        mock.patch.object(
+            setup, "runs", lambda command, quiet=False, env=None: ran.append((command, env)) or not quiet
+        ),
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
+        assert setup.install_torch(sys.executable, VERSION, index) is None
+    [(torch_alone, torch_environ)] = [(command, env) for command, env in ran if "--index-url" in command]
+    download = [*torch_alone[:3], "download", "--dest", str(tmp_path / "got"), *torch_alone[4:]]
+    pip = subprocess.run(download, capture_output=True, text=True, env=torch_environ, timeout=120)
+    assert pip.returncode != 0 and not list(tmp_path.glob("got/*")), pip.stdout
+    assert f"Looking in indexes: {index}\n" in pip.stdout and "Looking in links" not in pip.stdout, pip.stdout
+
+
+def set_up_with_the_index(index: str, tmp_path) -> subprocess.CompletedProcess:
+    """`setup --venv --torch-only` where the CPU index is `index`, into a venv without pip (it can install nothing),
+    every other index closed too; within a minute, or the subprocess's timeout fails the test."""
+    venv.create(tmp_path / "env", with_pip=False)
+    closed = f"http://127.0.0.1:{closed_port()}/simple"
+    environ = {key: value for key, value in os.environ.items() if key not in ("TORCH_INDEX", "TORCH_VERSION")}
+    environ |= {"PIP_INDEX_URL": closed, "PIP_EXTRA_INDEX_URL": " ", "PIP_FIND_LINKS": " "}
+    command = [sys.executable, "-m", "grader.host.tools.setup", "--venv", str(tmp_path / "env"), "--torch-only"]
+    return subprocess.run(
+        [*command, "--torch-index", index], capture_output=True, text=True, cwd=REPO, env=environ, timeout=60
+    )
+
+
+def assert_one_line_said_what_to_do(set_up: subprocess.CompletedProcess, index: str, reason: str) -> None:
+    assert set_up.returncode == 1 and set_up.stdout.splitlines() == [
+        f"setup: installing torch {VERSION} from a wheel on this machine, if there is one",
+        f"setup: no torch {VERSION} wheel on this machine; installing it from {index}",
+    ], set_up.stdout + set_up.stderr
+    [line] = set_up.stderr.splitlines()
+    assert re.fullmatch(
+        rf"setup: {re.escape(index)} does not answer \({reason}\): retry later, pass --torch-index URL \(a mirror\), "
+        rf"or install torch=={re.escape(VERSION)} yourself and rerun",
+        line,
+    ), line
+
+
+def test_a_cpu_index_that_refuses_ends_the_set_up_in_one_line(tmp_path):
+    index = f"http://127.0.0.1:{closed_port()}/whl/cpu"
+    assert_one_line_said_what_to_do(set_up_with_the_index(index, tmp_path), index, r".+")
+    assert not list((tmp_path / "env").rglob("torch*"))
+
+
+@pytest.mark.slow  # the probe waits its 10 s
+def test_a_cpu_index_that_never_answers_ends_the_set_up_in_one_line(tmp_path):
+    from grader.host.tools import setup
+
+    with socket.socket() as silent:  # connections are accepted (the backlog) and never answered
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        index = f"http://127.0.0.1:{silent.getsockname()[1]}/whl/cpu"
+        set_up = set_up_with_the_index(index, tmp_path)
+    assert_one_line_said_what_to_do(set_up, index, f"nothing within {setup.PROBE_SECONDS} s")
+    assert not list((tmp_path / "env").rglob("torch*"))
 
 
 def test_a_venv_is_made_and_installed_into(tmp_path):
