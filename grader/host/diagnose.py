@@ -76,7 +76,8 @@ def at_its_scale(expected: np.ndarray, tolerance: Tolerance) -> Tolerance:
 
 
 def without_unit_axes(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(n for n in shape if n != 1)
+    """The axes that hold more than one value; all of them where there is one value only (a scalar is no statistic)."""
+    return tuple(n for n in shape if n != 1) if np.prod(shape) > 1 else shape
 
 
 def same_but_unit_axes(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> bool:

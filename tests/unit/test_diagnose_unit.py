@@ -227,6 +227,16 @@ def test_a_step_taken_without_keepdim_matches_and_stands_for_it():
     assert first_divergence(steps, wrong, TIGHT).text == "var, the first step, already differs from GPT-2 (ln.py:2)"
 
 
+def test_a_scalar_never_stands_for_a_one_value_step():
+    """One position of one sequence: the variance is (1, 1, 1), and a scalar the code holds (an eps) is not it."""
+    steps = [("var", np.full((1, 1, 1), 2.0)), ("output", np.ones((1, 1, 4)))]
+    candidates = [Candidate(np.array(1e-5), "eps", "ln.py", 2), Candidate(np.zeros((1, 1, 4)), "return", "ln.py", 3)]
+    assert not matches_step(np.array(2.0), steps[0][1], TIGHT)
+    assert first_divergence(steps, candidates, TIGHT).text == (
+        "var is not among the tensors your code names; output is the first step that differs (ln.py:3)"
+    )
+
+
 def test_a_step_matched_then_made_again_wrong_under_its_name_differs_where_its_values_were_made():
     """Scores matched before the mask, then masked wrong by a helper: the helper's line, not the caller's."""
     steps = [("q", Q), ("attn_scores", SCORES), ("attn_pattern", SCORES / 3)]
