@@ -45,6 +45,10 @@ MERGED_BY_REARRANGE = """        merged = einops.rearrange(z, "b posn n_heads d_
 MERGED_BY_TRANSPOSE = """        z_flat = z.transpose(-1, -2).reshape(z.shape[0], z.shape[1], -1)
         attn_out = z_flat @ self.W_O.flatten(0, 1)
 """
+# The same sum as one einsum, W_O's (n_heads d_head) rows read as (d_head n_heads).
+MERGED_BY_EINSUM = """        W_O = self.W_O.reshape(self.cfg.d_head, self.cfg.n_heads, self.cfg.d_model)
+        attn_out = einops.einsum(z, W_O, "batch posn n_heads d_head, d_head n_heads d_model -> batch posn d_model")
+"""
 
 # name: (check, edits, fragment of the message, fragment of the hint or None when no hint is expected)
 MISTAKES = {
@@ -213,6 +217,12 @@ MISTAKES = {
     "heads merged as (d_head n_heads) by transpose and reshape": (
         "attention",
         {"attention.py": [(W_O_EINSUM, MERGED_BY_TRANSPOSE)]},
+        DIFFERS,
+        "the heads are merged in the wrong order",
+    ),
+    "heads merged as (d_head n_heads) by an einsum": (
+        "attention",
+        {"attention.py": [(W_O_EINSUM, MERGED_BY_EINSUM)]},
         DIFFERS,
         "the heads are merged in the wrong order",
     ),
