@@ -15,6 +15,7 @@ from grader.host.diagnose import (
     join_steps,
     matches_step,
     matching_mistake,
+    raised_on,
     same_up_to_axis_order,
 )
 from grader.shared.types import Tolerance
@@ -347,3 +348,22 @@ def test_a_step_is_compared_at_its_own_scale():
     assert matches_step(variance * (1 + 1e-6), variance, tolerance)  # float32's rounding stays a match
     assert at_its_scale(np.full(3, 10.0), tolerance) == tolerance  # a large step keeps the output's tolerance
     assert at_its_scale(np.array([-np.inf, 0.5, -0.5]), tolerance).atol == 0.5e-4  # masked scores left out
+
+
+HINTS = {"prompt": "", "large_mean": "it fails only where the mean is large: E[x^2] - E[x]^2 loses its digits"}
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ('assert x.mean(-1).abs().max() < 1e-6, "not standardised"', " on large_mean"),
+        ("raise ValueError(f'{x.shape}')", " on large_mean"),
+        ("x = residual.squeeze()", f" on large_mean: {HINTS['large_mean']}"),  # torch raised, in a call of theirs
+    ],
+)
+def test_the_learners_own_exception_is_never_given_a_cases_hint(code, said):
+    from grader.shared.wire import Place
+
+    where = Place("normalization.py", 26, code)
+    assert raised_on(HINTS, {"prompt"}, where) == said
+    assert raised_on(HINTS, {"large_mean"}, where) == ""  # raised on an ordinary case: no case is said
