@@ -44,7 +44,8 @@ class Attention(nn.Module):
         -> scores and pattern (batch, n_heads, query_pos, key_pos) -> z (batch, posn, n_heads, d_head)
         -> (batch, posn, d_model).
         Traps: scale by sqrt(d_head), not d_head; mask before the softmax; softmax over the key axis;
-        the heads are summed by W_O, then b_O is added once.
+        the heads are summed by W_O, then b_O is added once; heads merged before W_O go (n_heads d_head),
+        the order of W_O's rows.
         """
         # TODO: implement this (see the docstring above)
         raise NotImplementedError()

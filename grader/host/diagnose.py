@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -75,12 +75,27 @@ def at_its_scale(expected: np.ndarray, tolerance: Tolerance) -> Tolerance:
     return Tolerance(atol=tolerance.atol * min(1.0, scale), rtol=tolerance.rtol)
 
 
+def without_unit_axes(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The axes that hold more than one value; all of them where there is one value only (a scalar is no statistic)."""
+    return tuple(n for n in shape if n != 1) if np.prod(shape) > 1 else shape
+
+
+def same_but_unit_axes(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> bool:
+    """`close_where_kept` once axes of size 1 are set aside: a variance taken without keepdim, (batch, posn), is the
+    step (batch, posn, 1)."""
+    if actual.shape == expected.shape or without_unit_axes(actual.shape) != without_unit_axes(expected.shape):
+        return False
+    return close_where_kept(actual.reshape(expected.shape), expected, tolerance)
+
+
 def matches_step(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> bool:
     """The learner's tensor is this step of the reference's, at the step's own scale (`at_its_scale`): in any
-    axis order, before or after the mask, or broadcast over leading axes."""
+    axis order, before or after the mask, broadcast over leading axes, or without its axes of size 1."""
     tolerance = at_its_scale(expected, tolerance)
-    return same_up_to_axis_order(actual, expected, tolerance, close_where_kept) or broadcasts_to(
-        actual, expected, tolerance
+    return (
+        same_up_to_axis_order(actual, expected, tolerance, close_where_kept)
+        or broadcasts_to(actual, expected, tolerance)
+        or same_but_unit_axes(actual, expected, tolerance)
     )
 
 
@@ -109,6 +124,8 @@ class Divergence:
     text: str
     file: str = ""
     line: int | None = None
+    step: str = field(default="", compare=False)  # the label of the step it says first differs
+    moved: str = field(default="", compare=False)  # the step whose values the learner's tensor there rearranges
 
 
 def first_divergence(
@@ -133,7 +150,7 @@ def first_divergence(
     labels = [label for label, _ in steps]
     blamable = [bool(c.line) and own_file in ("", c.file) for c in candidates]
     firsts = [row.index(True) if any(row) else None for row in matches]
-    matched, unnamed, after = [], [], 0  # a step's stand-in comes after the tensors that matched the steps before
+    matched, unnamed, after, moved = [], [], 0, ""  # a step's stand-in comes after what matched the steps before
     for index, (label, expected) in enumerate(steps):
         said = divergence_text(matched, unnamed, label, reference)
         if firsts[index] is not None:
@@ -152,16 +169,23 @@ def first_divergence(
             culprit, said = holder[0], f"{said}: your {shown(holder[0].name)} equals {holder[1]}"
         else:
             later = [candidates[i] for i in sorted(unmatched) if i >= after and blamable[i]]
-            culprit = stand_in(label, expected, labels[index + 1 :], later)
+            last = labels.index(matched[-1]) if matched else None
+            culprit = rearranging(steps[last][1], candidates[firsts[last]], later, tolerance) if matched else None
+            if culprit is not None:
+                moved = matched[-1]
+                said = f"{said}: your {shown(culprit.name)} holds {moved}'s values in another order"
+            else:
+                culprit = stand_in(label, expected, labels[index + 1 :], later)
         if culprit is None:
             unnamed.append(label)
             continue
         before = steps[index - 1][1] if index else None
         if names_step(culprit.name, label) and given_right_input(culprit.given, before, tolerance):
             return Divergence(
-                f"{said}, though it was given the right input: cannot locate the difference inside your {label}"
+                f"{said}, though it was given the right input: cannot locate the difference inside your {label}",
+                step=label,
             )
-        return Divergence(said + at(culprit), culprit.file, culprit.line)
+        return Divergence(said + at(culprit), culprit.file, culprit.line, label, moved)
     return None
 
 
@@ -182,13 +206,14 @@ def holding_earlier_step(
     label: str, index: int, candidates: list[Candidate], matches: list[list[bool]], labels: list[str], blamable
 ) -> tuple[Candidate, str] | None:
     """The learner's tensor named for the step `label` that holds an earlier step's value (a residual not
-    added: resid_mid equals attn), with that step's label."""
+    added: resid_mid equals attn), with that step's label. Not the first tensor to hold that value: that one is the
+    learner's own computation of the earlier step, named for a later one (q.k named attn_scores, scaled later)."""
     return next(
         (
             (candidate, labels[step])
             for i, candidate in enumerate(candidates)
             for step in range(index)
-            if blamable[i] and matches[step][i] and names_step(candidate.name, label)
+            if blamable[i] and matches[step][i] and matches[step].index(True) != i and names_step(candidate.name, label)
         ),
         None,
     )
@@ -216,24 +241,51 @@ def given_right_input(given: np.ndarray | None, before: np.ndarray | None, toler
 def stand_in(label: str, expected: np.ndarray, later: list[str], unmatched: list[Candidate]) -> Candidate | None:
     """The learner's tensor that most likely stands for the step `label`, among those that match no
     step: the first of its shape (axes in any order) that the learner's code produced, one named for
-    the step (or one of its aliases) first, and never one named for a later step (the return value
-    is the output's). None when there is none: the step is computed inline."""
+    the step (or one of its aliases) first, and never one named for a later step, under any name its values go by
+    (the return value is the output's; a helper's return that the caller names attn_pattern is the pattern). None
+    when there is none: the step is computed inline (in the line that computes the step after it)."""
     shaped = [c for c in shaped_like(expected, unmatched) if c.line]
     named = [c for c in shaped if names_step(c.name, label)]
-    others = [c for c in shaped if not any(names_step(c.name, step) for step in [label, *later])]
+    others = [
+        c
+        for c in shaped
+        if not any(names_step(d.name, step) for d in shaped if same_tensor(c, d) for step in [label, *later])
+    ]
     return next(iter(named or others), None)
 
 
 def shaped_like(expected: np.ndarray, candidates: list[Candidate]) -> list[Candidate]:
-    """The candidates of the step's shape, its axes in any order."""
-    return [c for c in candidates if c.value.ndim == expected.ndim and sorted(c.value.shape) == sorted(expected.shape)]
+    """The candidates of the step's shape, its axes in any order, axes of size 1 aside (a variance without keepdim)."""
+    shape = sorted(without_unit_axes(expected.shape))
+    return [c for c in candidates if sorted(without_unit_axes(c.value.shape)) == shape]
+
+
+def same_tensor(a: Candidate, b: Candidate) -> bool:
+    """The very same values, as recorded twice: a helper's `return`, then the caller's name for it."""
+    return a.value.shape == b.value.shape and np.array_equal(a.value, b.value)
 
 
 def computed_at(culprit: Candidate, own: list[Candidate]) -> Candidate:
     """The first record of the culprit's very values: the line that computed them (a helper's `return`),
     rather than the caller's line that only named them."""
+    return next((c for c in own if same_tensor(c, culprit)), culprit)
+
+
+def rearranging(step: np.ndarray, twin: Candidate, later: list[Candidate], tolerance: Tolerance) -> Candidate | None:
+    """The learner's tensor that holds the very values of `twin` (theirs for the step) in another order than the
+    step's own, reshaped: heads merged as (d_head n_heads), where W_O's rows run (n_heads d_head). Merged in the
+    step's own order it is the step; `later` are the tensors that match no step, made after those that matched."""
+    values = np.sort(twin.value, axis=None)
     return next(
-        (c for c in own if c.value.shape == culprit.value.shape and np.array_equal(c.value, culprit.value)), culprit
+        (
+            c
+            for c in later
+            if c.value.size == step.size
+            and np.issubdtype(c.value.dtype, np.floating)
+            and not matches_step(c.value.reshape(step.shape), step, tolerance)
+            and np.array_equal(np.sort(c.value, axis=None), values)
+        ),
+        None,
     )
 
 
@@ -292,6 +344,14 @@ def same_values(actual: np.ndarray, output: np.ndarray, tolerance: Tolerance) ->
     finite = np.isfinite(output)
     same_gaps = np.array_equal(finite, np.isfinite(actual)) and np.array_equal(np.isnan(output), np.isnan(actual))
     return same_gaps and close(np.where(finite, actual, 0), np.where(finite, output, 0), tolerance)
+
+
+def raised_on(hints: dict[str, str], answered, where: wire.Place | None) -> str:
+    """ " on one_position: <its hint>" when the learner's code raised on a case built to expose one mistake (`hints`,
+    each case's); the case alone when their own `assert` or `raise` did: it is reported as itself, no mistake named."""
+    case = next((name for name in hints if name not in answered), None)
+    own = where is not None and where.code.split("(")[0].split(" ")[0] in ("assert", "raise")
+    return "" if not (case and hints[case]) else f" on {case}" if own else f" on {case}: {hints[case]}"
 
 
 def expected_shape(name: str, shapes: dict[str, list[int]]) -> list[int] | None:

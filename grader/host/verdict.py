@@ -19,6 +19,7 @@ from grader.host.diagnose import (
     first_divergence,
     matching_mistake,
     named_step,
+    raised_on,
     weights_mismatch,
 )
 from grader.host.figures import difference
@@ -187,7 +188,8 @@ def verdict(evidence: Evidence, where: wire.Place | None) -> Verdict:
         diagnosis = diagnose(evidence, failure.case) if failure.output_wrong else in_place_diagnosis(reply)
         return Verdict("fail", failure.message, compared, diagnosis)
     if reply.status == "error":
-        return Verdict("error", reply.error + at(where) + raised_on(evidence), unfinished)
+        hints = {name: case.hint for name, case in evidence.cases.items()}
+        return Verdict("error", reply.error + at(where) + raised_on(hints, reply.outputs, reply.where), unfinished)
     if reply.bad_output:
         return Verdict(
             "fail", f"{check.target.label} {reply.bad_output.problem} (on {reply.bad_output.case})", unfinished
@@ -276,12 +278,6 @@ def reported_failure(evidence: Evidence, failures: list[Failure]) -> Failure | N
         first = failures[0]
         return Failure(first.case, f"{first.message}; {evidence.cases[first.case].hint}", True)
     return next((f for f in failures if f not in hinted), None)
-
-
-def raised_on(evidence: Evidence) -> str:
-    """ " on one_position: <its hint>" when the learner's code raised on a case built to expose one mistake."""
-    case = next((name for name in evidence.cases if name not in evidence.reply.outputs), None)
-    return f" on {case}: {evidence.cases[case].hint}" if case and evidence.cases[case].hint else ""
 
 
 def modified_input(evidence: Evidence, case: str) -> bool:

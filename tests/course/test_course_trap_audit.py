@@ -79,6 +79,9 @@ COURSE_TRAPS = {
     ("05-attention.md", "A softmax written as exp / sum overflows"): Named("attention", "the softmax overflows"),
     # Forgetting b_K is right (the softmax ignores it); forgetting any of the other three is named.
     ("05-attention.md", "`b_K` adds the same amount to every score"): Named("attention", "b_Q is not added to q"),
+    ("05-attention.md", "Heads merged into one vector before `W_O`"): Named(
+        "attention", "the heads are merged in the wrong order"
+    ),
     ("06-mlp.md", "Not ReLU, and not the exact (erf) GELU"): Named("gelu_new", "the exact (erf) GELU"),
     ("06-mlp.md", "The constant inside tanh"): Named("gelu_new", "the constant inside tanh is 2/pi"),
     ("06-mlp.md", "A tanh written from exponentials"): Named("gelu_new", "tanh overflows on large inputs"),

@@ -34,6 +34,21 @@ POSITIONS = (
     "positions = self.W_pos[past_kv_pos_offset : past_kv_pos_offset + seq_len]\n"
     '        return einops.repeat(positions, "posn d_model -> batch posn d_model", batch=batch)'
 )
+W_O_EINSUM = """        attn_out = einops.einsum(
+            z, self.W_O, "batch posn_Q n_heads d_head, n_heads d_head d_model -> batch posn_Q d_model"
+        )
+"""
+# z merged into one (batch, posn, n_heads * d_head) vector before one matmul with W_O, its heads in the wrong order.
+MERGED_BY_REARRANGE = """        merged = einops.rearrange(z, "b posn n_heads d_head -> b posn (d_head n_heads)")
+        attn_out = merged @ self.W_O.reshape(-1, self.cfg.d_model)
+"""
+MERGED_BY_TRANSPOSE = """        z_flat = z.transpose(-1, -2).reshape(z.shape[0], z.shape[1], -1)
+        attn_out = z_flat @ self.W_O.flatten(0, 1)
+"""
+# The same sum as one einsum, W_O's (n_heads d_head) rows read as (d_head n_heads).
+MERGED_BY_EINSUM = """        W_O = self.W_O.reshape(self.cfg.d_head, self.cfg.n_heads, self.cfg.d_model)
+        attn_out = einops.einsum(z, W_O, "batch posn n_heads d_head, d_head n_heads d_model -> batch posn d_model")
+"""
 
 # name: (check, edits, fragment of the message, fragment of the hint or None when no hint is expected)
 MISTAKES = {
@@ -192,6 +207,24 @@ MISTAKES = {
         },
         DIFFERS,
         "b_O is added once per head",
+    ),
+    "heads merged as (d_head n_heads) by rearrange": (
+        "attention",
+        {"attention.py": [(W_O_EINSUM, MERGED_BY_REARRANGE)]},
+        DIFFERS,
+        "the heads are merged in the wrong order",
+    ),
+    "heads merged as (d_head n_heads) by transpose and reshape": (
+        "attention",
+        {"attention.py": [(W_O_EINSUM, MERGED_BY_TRANSPOSE)]},
+        DIFFERS,
+        "the heads are merged in the wrong order",
+    ),
+    "heads merged as (d_head n_heads) by an einsum": (
+        "attention",
+        {"attention.py": [(W_O_EINSUM, MERGED_BY_EINSUM)]},
+        DIFFERS,
+        "the heads are merged in the wrong order",
     ),
     "forgotten b_in": ("mlp", {"mlp.py": [("+ self.b_in", "")]}, DIFFERS, "b_in"),
     "forgotten b_out": ("mlp", {"mlp.py": [("+ self.b_out", "")]}, DIFFERS, "b_out"),

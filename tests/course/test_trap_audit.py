@@ -33,6 +33,9 @@ TRAPS = {
     ("attention.py", "forward", "the heads are summed by W_O, then b_O is added once"): Named(
         "attention", "b_O is added once per head"
     ),
+    ("attention.py", "forward", "heads merged before W_O go (n_heads d_head), the order of W_O's rows"): Named(
+        "attention", "the heads are merged in the wrong order"
+    ),
     ("block.py", "forward", "normalise what each sublayer reads, never the stream itself"): Named(
         "block", "LayerNorm comes after the residual add"
     ),

@@ -16,7 +16,7 @@ from grader.checks.model.attention import attend
 from grader.host.diagnose import close
 from grader.shared import wire
 
-SCORES_DIFFER = "q, k, v match the random reference; attn_scores is the first step that does not"
+MATCHED = "q, k, v, unscaled_scores match the random reference"
 
 
 def statement_at(package, file: str, line: int) -> str:
@@ -124,7 +124,8 @@ def test_first_divergence_of_a_scaling_bug_is_the_scores(grade, tmp_path):
         },
     )
     result = by_id(grade(package, "attention"))["attention"]
-    assert_points_at(result, package, "attention.py", SCORES_DIFFER, "attn_scores = einops.einsum(")
+    text = f"{MATCHED}; attn_scores is the first step that does not: your attn_scores_masked equals unscaled_scores"
+    assert_points_at(result, package, "attention.py", text, "attn_scores_masked = self.apply_causal_mask(attn_scores)")
 
 
 def test_divergence_matches_by_value_whatever_the_layout(grade, tmp_path):
@@ -132,7 +133,11 @@ def test_divergence_matches_by_value_whatever_the_layout(grade, tmp_path):
     body = ATTENTION_MATMUL.replace(" / math.sqrt(self.cfg.d_head)", "")
     package = write_variant(tmp_path, {"attention.py": replace_attention_body(body)})
     result = by_id(grade(package, "attention"))["attention"]
-    assert_points_at(result, package, "attention.py", SCORES_DIFFER, "scores = q @ k.transpose")
+    # q.k named scores is right; the scores are scaled (not) where the pattern is computed, inline.
+    text = (
+        f"{MATCHED}; attn_scores is not among the tensors your code names; attn_pattern is the first step that differs"
+    )
+    assert_points_at(result, package, "attention.py", text, "pattern = self.apply_causal_mask(scores)")
     assert "not scaled" in result.hint
 
 

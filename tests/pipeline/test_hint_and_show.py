@@ -60,11 +60,38 @@ def test_hint_goes_one_level_deeper_each_run_and_remembers_it(reference, tmp_pat
     assert "read: docs/course/05-attention.md" in said[1] and "grade attention --hint again" in said[1]
     assert "attn_scores is the first step that does not" in said[2]
     assert "most likely: the scores are not scaled" in said[2]
-    # the walk: q, k, v matched, then attn_scores shape by shape, yours 8 times the reference's
+    # the walk: q, k, v and q.k matched, then attn_scores shape by shape, yours 8 times the reference's
     assert re.search(r"^\s+q\s+\(1, 7, 12, 64\)\s+yours: q \(1, 7, 12, 64\), same values$", said[3], re.MULTILINE)
-    assert "attn_scores (yours: attn_scores at attention.py:" in said[3]
+    assert "attn_scores (yours: attn_scores_masked at attention.py:" in said[3]
     ratios = re.search(r"yours / theirs:(.*)$", said[3], re.MULTILINE).group(1).split()
     assert ratios and all(float(r) == pytest.approx(8.0, rel=1e-3) for r in ratios), said[3]
+
+
+MASKED_AFTER_THE_SOFTMAX = {
+    "attention.py": [
+        (
+            "attn_scores_masked = self.apply_causal_mask(attn_scores / self.cfg.d_head**0.5)\n"
+            "        attn_pattern = attn_scores_masked.softmax(dim=-1)",
+            "attn_pattern = (attn_scores / self.cfg.d_head**0.5).softmax(dim=-1).tril()",
+        )
+    ]
+}
+
+
+def test_the_last_hint_walks_to_the_step_the_where_names(reference, tmp_path):
+    """The mask after the softmax, the scaling inline: where and next name the pattern, and so does the walk; never
+    the unscaled q.k named attn_scores, whose 8s beside the reference's would read as a forgotten scaling."""
+    package = write_variant(tmp_path, MASKED_AFTER_THE_SOFTMAX)
+    (package.parent / STATE_FILE).write_text(json.dumps({"levels": {"attention": 2}}))
+    said = hint(package, "attention").stdout
+    line = next(i for i, code in enumerate((package / "attention.py").read_text().splitlines(), 1) if ".tril()" in code)
+    assert said.startswith("hint 3 of 3 for attention (fail)"), said
+    assert re.search(
+        r"^\s+unscaled_scores\s+\(1, 12, 7, 7\)\s+yours: attn_scores \(1, 12, 7, 7\), same values$", said, re.M
+    )
+    assert re.search(r"^\s+attn_scores\s+\(1, 12, 7, 7\)\s+not among your named tensors$", said, re.M), said
+    assert f"attn_pattern (yours: attn_pattern at attention.py:{line})" in said, said
+    assert "attn_scores (yours:" not in said
 
 
 def test_asked_again_hint_grades_up_to_the_hinted_check_first(reference, tmp_path):

@@ -10,11 +10,13 @@ import shutil
 
 import numpy as np
 import pytest
-from repo import EXERCISES, by_id, write_variant
-from test_mistakes import POSITIONS, SCALED
+from repo import EXERCISES, by_id, tiered, write_variant
+from test_alternatives import ATTENTION_MATMUL, replace_attention_body
+from test_mistakes import MERGED_BY_REARRANGE, MERGED_BY_TRANSPOSE, POSITIONS, SCALED, W_O_EINSUM
 from test_sampling import raise_line
 
 from grader.checks import Tolerance
+from grader.checks.model.attention import HEADS_MERGED_WRONG
 from grader.host.diagnose import Candidate, first_divergence
 from grader.host.render import github
 
@@ -40,6 +42,13 @@ def line_of(package, file: str, code: str) -> int:
     """The number of the one line of `file` that is `code`, stripped."""
     lines = [i for i, line in enumerate((package / file).read_text().splitlines(), 1) if line.strip() == code.strip()]
     assert len(lines) == 1, (code, lines)
+    return lines[0]
+
+
+def line_holding(package, file: str, fragment: str) -> int:
+    """The number of the one line of `file` that holds `fragment`."""
+    lines = [i for i, line in enumerate((package / file).read_text().splitlines(), 1) if fragment in line]
+    assert len(lines) == 1, (fragment, lines)
     return lines[0]
 
 
@@ -182,9 +191,21 @@ def test_a_block_without_the_attention_residual_points_at_its_resid_mid(grade, t
     assert error.startswith(f"::error file=pkg/block.py,line={line},")
 
 
-def test_eps_outside_with_named_statistics_lands_on_the_line_that_divides(grade, tmp_path):
-    package, result = layernorm(grade, tmp_path, NAMED_STATISTICS_EPS_OUTSIDE)
-    line = line_of(package, "normalization.py", NAMED_STATISTICS_EPS_OUTSIDE.splitlines()[2])
+# The statistics taken without keepdim, (batch, posn): named var, they are GPT-2's var, of shape (batch, posn, 1).
+WITHOUT_KEEPDIM = """        mean = residual.mean(-1)
+        var = residual.var(-1, unbiased=False)
+        x = (residual - mean[..., None]) / (var.sqrt()[..., None] + self.cfg.layer_norm_eps)
+        return x * self.w + self.b
+"""
+NAMED_STATISTICS = {"keepdim": NAMED_STATISTICS_EPS_OUTSIDE, "without keepdim": WITHOUT_KEEPDIM}
+
+
+@pytest.mark.parametrize("written", NAMED_STATISTICS)
+def test_eps_outside_with_named_statistics_lands_on_the_line_that_divides(written, grade, tmp_path):
+    """Never "var is not among the tensors your code names" for code that names var, whatever its shape."""
+    body = NAMED_STATISTICS[written]
+    package, result = layernorm(grade, tmp_path, body)
+    line = line_of(package, "normalization.py", body.splitlines()[2])
     assert result.divergence == (
         "mean, var match the random reference; std is not among the tensors your code names; "
         f"normalized is the first step that differs (normalization.py:{line})"
@@ -200,10 +221,54 @@ def test_a_mask_after_the_softmax_is_located_at_the_pattern_and_named(written, g
     result = by_id(grade(package, "attention"))["attention"]
     line = line_of(package, "attention.py", body.splitlines()[1])
     assert result.divergence == (
-        f"q, k, v, attn_scores match the random reference; attn_pattern is the first step that does not "
-        f"(attention.py:{line})"
+        f"q, k, v, unscaled_scores, attn_scores match the random reference; attn_pattern is the first step that does "
+        f"not (attention.py:{line})"
     )
     assert result.hint.startswith("the mask is applied after the softmax"), result.hint
+
+
+# The mask after the softmax, the scaling written inline in that line: q.k named attn_scores before it is right.
+SCALED_INLINE = {
+    "masked with -inf": f"        attn_pattern = self.apply_causal_mask(({SCALED}).softmax(dim=-1))\n",
+    "zeroed by tril": f"        attn_pattern = ({SCALED}).softmax(dim=-1).tril()\n",
+}
+MATMUL_SCALED_INLINE = ATTENTION_MATMUL.replace(" / math.sqrt(self.cfg.d_head)", "").replace(
+    "self.apply_causal_mask(scores).softmax(dim=-1)",
+    "self.apply_causal_mask((scores / math.sqrt(self.cfg.d_head)).softmax(dim=-1))",
+)
+INLINE_VARIANTS = {
+    written: {"attention.py": [(MASKED_THEN_SOFTMAX, body)]} for written, body in SCALED_INLINE.items()
+} | {"matmul, masked with -inf": {"attention.py": replace_attention_body(MATMUL_SCALED_INLINE)}}
+
+
+@pytest.mark.parametrize("written", tiered(INLINE_VARIANTS, ["masked with -inf"]))
+def test_a_step_computed_inline_is_said_so_at_the_line_that_computes_it(written, grade, tmp_path):
+    """Not at the right q.k named before it, which the scaled scores (computed inline) come from: the pattern's line,
+    which the named mistake (the mask after the softmax) also names."""
+    package = write_variant(tmp_path, INLINE_VARIANTS[written])
+    result = by_id(grade(package, "attention"))["attention"]
+    line = line_holding(package, "attention.py", "softmax(dim=-1)")
+    names = "q, k, v, unscaled_scores match the random reference; attn_scores is not among the tensors your code names"
+    assert result.divergence == f"{names}; attn_pattern is the first step that differs (attention.py:{line})"
+    assert (result.file, result.line) == ("attention.py", line)
+    assert result.hint.startswith("the mask is applied after the softmax"), result.hint
+
+
+HEADS_MERGED = {"rearrange": MERGED_BY_REARRANGE, "transpose and reshape": MERGED_BY_TRANSPOSE}
+
+
+@pytest.mark.parametrize("written", tiered(HEADS_MERGED, ["rearrange"]))
+def test_heads_merged_in_the_wrong_order_are_named_at_the_merge(written, grade, tmp_path):
+    """Not at the matmul with W_O after it (right for a z merged right): the merge holds z's values, misordered."""
+    body = HEADS_MERGED[written]
+    package = write_variant(tmp_path, {"attention.py": [(W_O_EINSUM, body)]})
+    result = by_id(grade(package, "attention"))["attention"]
+    line, name = line_of(package, "attention.py", body.splitlines()[0]), body.split()[0]
+    assert result.divergence == (
+        "q, k, v, unscaled_scores, attn_scores, attn_pattern, z match the random reference; output is the first step "
+        f"that does not: your {name} holds z's values in another order (attention.py:{line})"
+    )
+    assert result.hint == HEADS_MERGED_WRONG and result.next_step == f"most likely: {HEADS_MERGED_WRONG}"
 
 
 def test_a_broadcast_pos_embed_is_never_blamed_by_the_whole_model(grade, tmp_path):
@@ -243,6 +308,52 @@ def test_right_eps_with_an_assert_that_fails_is_not_told_to_move_eps(grade, tmp_
     _, result = layernorm(grade, tmp_path, ASSERTS_A_VARIANCE)
     assert result.status == "error" and "AssertionError" in result.message and "on constant_vectors" in result.message
     assert ADD_EPS not in result.message, result.message
+
+
+# Outside implementations, right but for an assert of their own that the graded inputs break: (body, its message,
+# what the report adds after the line).
+OWN_ASSERTS = {
+    # Its output standardised to 1e-6: not where the mean is large beside the spread (float32 cancels digits there).
+    "standardised output": (
+        """        x = residual - residual.mean(-1, keepdim=True)
+        x = x / (x.var(-1, keepdim=True, unbiased=False) + self.cfg.layer_norm_eps).sqrt()
+        assert x.mean(-1).abs().max() < 1e-6, "not standardised"
+        return x * self.w + self.b
+""",
+        "not standardised",
+        " on large_mean",
+    ),
+    "one sequence at a time": (
+        """        batch, posn, d_model = residual.shape
+        assert batch == 1, f"one sequence at a time, got {batch}"
+        x = residual - residual.mean(-1, keepdim=True)
+        return x / (x.var(-1, keepdim=True, unbiased=False) + self.cfg.layer_norm_eps).sqrt() * self.w + self.b
+""",
+        "one sequence at a time, got 2",
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("written", tiered(OWN_ASSERTS, ["standardised output"]))
+def test_the_learners_own_assert_is_reported_as_itself(written, grade, tmp_path):
+    """Its type, its message, its line, the case it fired on: no mistake named, even on a case built for one."""
+    body, message, case = OWN_ASSERTS[written]
+    package, result = layernorm(grade, tmp_path, body)
+    line = line_holding(package, "normalization.py", "assert ")
+    code = (package / "normalization.py").read_text().splitlines()[line - 1].strip()
+    assert result.status == "error"
+    assert result.message == f"AssertionError: {message} (normalization.py:{line}: {code}){case}", result.message
+    assert result.hint is None and result.next_step == f"fix the exception at normalization.py:{line}"
+
+
+def test_a_wrong_statistic_without_keepdim_is_blamed_at_its_line(grade, tmp_path):
+    body = WITHOUT_KEEPDIM.replace("unbiased=False", "unbiased=True")
+    package, result = layernorm(grade, tmp_path, body)
+    line = line_of(package, "normalization.py", body.splitlines()[1])
+    assert result.divergence == (
+        f"mean matches the random reference; var is the first step that does not (normalization.py:{line})"
+    )
 
 
 # --- the comparison itself, on made-up tensors --------------------------------------------------

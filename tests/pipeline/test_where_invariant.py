@@ -29,9 +29,22 @@ def failing(divergence: str | None, file: str = "toy.py", line: int = 2, message
     return CheckResult("toy", "model", "toy", "fail", 1, message, file=file, line=line, divergence=divergence)
 
 
-def test_a_where_inside_the_edited_function_keeps_the_invariant(variant):
-    result = failing("x matches GPT-2; y is the first step that does not (toy.py:2)")
-    assert violations(result, *variant, steps={"x"}) == []
+@pytest.mark.parametrize(
+    "divergence",
+    [
+        "x matches GPT-2; y is the first step that does not (toy.py:2)",
+        "x matches GPT-2; z is the first step that does not: your y holds x's values in another order (toy.py:2)",
+    ],
+)
+def test_a_where_inside_the_edited_function_keeps_the_invariant(variant, divergence):
+    assert violations(failing(divergence), *variant, steps={"x", "z"}) == []
+
+
+def test_a_tensor_said_to_hold_values_must_be_named_somewhere(variant):
+    result = failing("x matches GPT-2; z is the first step that does not: your y holds w's values in another order")
+    assert violations(result, *variant, steps={"x", "z"}) == [
+        "names w, which neither the reference's steps nor the code name"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,8 @@ CLAUSES = [
     re.compile(r"^(?P<list>.+) (?:is|are) not among the tensors your code names$"),
     re.compile(
         rf"^(?P<step>\S+)(?: is the first step that (?:differs|does not)|, the first step, already differs from "
-        rf"{REFERENCE})(?:: your (?P<name>.+?) equals (?P<value>\S+))?{INSIDE}$"
+        rf"{REFERENCE})(?:: your (?P<name>.+?) (?:equals (?P<value>\S+)|holds (?P<moved>\S+)'s values in another "
+        rf"order))?{INSIDE}$"
     ),
     re.compile(r"^.+ changes an argument in place$"),  # grader.host.verdict's, the learner's line of code quoted
 ]
@@ -105,7 +106,7 @@ def named_in_where(divergence: str) -> tuple[set[str], list[str]]:
         groups = found.groupdict()
         for listed in re.split(r", |-", groups.get("list") or ""):
             names.add(listed)
-        names |= {groups[key] for key in ("step", "name", "value", "inside") if groups.get(key)}
+        names |= {groups[key] for key in ("step", "name", "value", "moved", "inside") if groups.get(key)}
     return names - {""}, unread
 
 

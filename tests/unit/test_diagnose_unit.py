@@ -15,6 +15,7 @@ from grader.host.diagnose import (
     join_steps,
     matches_step,
     matching_mistake,
+    raised_on,
     same_up_to_axis_order,
 )
 from grader.shared.types import Tolerance
@@ -138,12 +139,102 @@ def test_a_line_of_another_file_is_never_blamed():
 
 
 def test_a_tensor_named_for_a_step_that_holds_an_earlier_steps_value_is_said_to():
-    candidates = [Candidate(Q, "ln1", "block.py", 5), Candidate(Q + 1, "resid_mid", "block.py", 5)]
+    """resid_mid = self.attn(...): the recorder keeps the attention's output (the call) before the name bound to it."""
+    candidates = [
+        Candidate(Q, "ln1", "block.py", 5),
+        Candidate(Q + 1, "attn", "block.py", 5),
+        Candidate(Q + 1, "resid_mid", "block.py", 5),
+    ]
     divergence = first_divergence(BLOCK_STEPS, candidates, TIGHT, own_file="block.py")
     assert divergence == Divergence(
         "ln1, attn match GPT-2; resid_mid is the first step that does not: your resid_mid equals attn (block.py:5)",
         "block.py",
         5,
+    )
+
+
+SCALE = 8.0
+ATTENTION = [("q", Q), ("unscaled_scores", SCORES * SCALE), ("attn_scores", SCORES), ("attn_pattern", SCORES / 3)]
+
+
+# q.k named attn_scores (as the solution names it) then scaled inline where the pattern is computed: the scaled scores
+# are inline, and the pattern's line, not the right q.k before it, is the first that differs. Masked but never scaled,
+# named attn_scores_masked: that copy holds the unscaled scores, at its own line.
+SCALED_LATER = {
+    "scaled inline": (
+        [
+            Candidate(SCORES / 2, "return of apply_causal_mask", "attention.py", 9),  # the mask, after the softmax
+            Candidate(SCORES / 2, "attn_pattern", "attention.py", 4),
+        ],
+        "attn_scores is not among the tensors your code names; attn_pattern is the first step that differs",
+        "attn_pattern",
+    ),
+    "never scaled": (
+        [
+            Candidate(SCORES * SCALE, "attn_scores_masked", "attention.py", 4),
+            Candidate(SCORES / 5, "attn_pattern", "attention.py", 5),
+        ],
+        "attn_scores is the first step that does not: your attn_scores_masked equals unscaled_scores",
+        "attn_scores",
+    ),
+}
+
+
+@pytest.mark.parametrize("written", SCALED_LATER)
+def test_the_first_tensor_to_hold_a_step_is_that_step_whatever_its_name(written):
+    after, said, step = SCALED_LATER[written]
+    candidates = [Candidate(Q, "q", "attention.py", 2), Candidate(SCORES * SCALE, "attn_scores", "attention.py", 3)]
+    divergence = first_divergence(ATTENTION, candidates + after, TIGHT)
+    assert divergence == Divergence(f"q, unscaled_scores match GPT-2; {said} (attention.py:4)", "attention.py", 4)
+    assert divergence.step == step
+
+
+Z = np.arange(24, dtype=np.float64).reshape(1, 2, 3, 4)  # (batch, posn, n_heads, d_head)
+MERGING = [("z", Z), ("output", np.ones((1, 2, 5)))]
+
+
+def test_a_tensor_holding_a_steps_values_in_another_order_is_where_it_differs():
+    """Heads merged as (d_head n_heads): the very values of the learner's z (GPT-2's up to rounding), not z reshaped;
+    the merge's line, not the projection's."""
+    z = Z + 1e-7
+    merged = z.transpose(0, 1, 3, 2).reshape(1, 2, 12)
+    candidates = [
+        Candidate(z, "z", "attention.py", 2),
+        Candidate(merged, "merged", "attention.py", 3),
+        Candidate(np.zeros((1, 2, 5)), "attn_out", "attention.py", 4),
+    ]
+    divergence = first_divergence(MERGING, candidates, TIGHT)
+    assert divergence == Divergence(
+        "z matches GPT-2; output is the first step that does not: your merged holds z's values in another order "
+        "(attention.py:3)",
+        "attention.py",
+        3,
+    )
+    assert (divergence.step, divergence.moved) == ("output", "z")
+    candidates[1] = Candidate(z.reshape(1, 2, 12), "merged", "attention.py", 3)  # (n_heads d_head): z, reshaped
+    assert first_divergence(MERGING, candidates, TIGHT).line == 4
+
+
+def test_a_step_taken_without_keepdim_matches_and_stands_for_it():
+    """A variance of shape (batch, posn) is the step (batch, posn, 1): matched when right, blamed when wrong."""
+    var = np.linspace(1.0, 2.0, 6).reshape(2, 3, 1)
+    steps = [("var", var), ("output", np.ones((2, 3, 4)))]
+    assert matches_step(var[..., 0], var, TIGHT) and not matches_step(var[..., 0] * 2, var, TIGHT)
+    right = [Candidate(var[..., 0], "var", "ln.py", 2), Candidate(np.zeros((2, 3, 4)), "return", "ln.py", 3)]
+    assert first_divergence(steps, right, TIGHT).text == (
+        "var matches GPT-2; output is the first step that does not (ln.py:3)"
+    )
+    wrong = [Candidate(var[..., 0] * 2, "var", "ln.py", 2), right[1]]
+    assert first_divergence(steps, wrong, TIGHT).text == "var, the first step, already differs from GPT-2 (ln.py:2)"
+
+
+def test_a_scalar_never_stands_for_a_one_value_step():
+    """One position of one sequence: the variance is (1, 1, 1), and a scalar the code holds (an eps) is not it."""
+    steps = [("var", np.full((1, 1, 1), 2.0)), ("output", np.ones((1, 1, 4)))]
+    candidates = [Candidate(np.array(1e-5), "eps", "ln.py", 2), Candidate(np.zeros((1, 1, 4)), "return", "ln.py", 3)]
+    assert not matches_step(np.array(2.0), steps[0][1], TIGHT)
+    assert first_divergence(steps, candidates, TIGHT).text == (
+        "var is not among the tensors your code names; output is the first step that differs (ln.py:3)"
     )
 
 
@@ -257,3 +348,22 @@ def test_a_step_is_compared_at_its_own_scale():
     assert matches_step(variance * (1 + 1e-6), variance, tolerance)  # float32's rounding stays a match
     assert at_its_scale(np.full(3, 10.0), tolerance) == tolerance  # a large step keeps the output's tolerance
     assert at_its_scale(np.array([-np.inf, 0.5, -0.5]), tolerance).atol == 0.5e-4  # masked scores left out
+
+
+HINTS = {"prompt": "", "large_mean": "it fails only where the mean is large: E[x^2] - E[x]^2 loses its digits"}
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ('assert x.mean(-1).abs().max() < 1e-6, "not standardised"', " on large_mean"),
+        ("raise ValueError(f'{x.shape}')", " on large_mean"),
+        ("x = residual.squeeze()", f" on large_mean: {HINTS['large_mean']}"),  # torch raised, in a call of theirs
+    ],
+)
+def test_the_learners_own_exception_is_never_given_a_cases_hint(code, said):
+    from grader.shared.wire import Place
+
+    where = Place("normalization.py", 26, code)
+    assert raised_on(HINTS, {"prompt"}, where) == said
+    assert raised_on(HINTS, {"large_mean"}, where) == ""  # raised on an ordinary case: no case is said

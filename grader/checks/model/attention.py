@@ -4,6 +4,7 @@ GPT-2's largest."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from grader.checks import Case, Check, Run, Target
@@ -16,6 +17,10 @@ if TYPE_CHECKING:
     from grader.builder.interface import Reference
 
 SOFTMAX_OVERFLOWS = "the softmax overflows on large scores: subtract the max or use torch.softmax"
+HEADS_MERGED_WRONG = (
+    "the heads are merged in the wrong order: merge z as (n_heads d_head), the order of W_O's rows, "
+    "not (d_head n_heads)"
+)
 ATTENTION_STEPS = {
     "q": "hook_q",
     "k": "hook_k",
@@ -46,7 +51,8 @@ def attend(
 ) -> Tensor:
     """Attention from q, k and v, with the switches the classic mistakes flip (`filled_after_softmax`: the
     mask applied to the pattern, with that value, instead of to the scores); `written` flips how the
-    mask and the softmax are written: mask_zeros (a mask from the values), by_hand (exp / sum)."""
+    mask and the softmax are written: mask_zeros (a mask from the values), by_hand (exp / sum), heads_merged
+    ("d_head n_heads": z flattened in that order before W_O, flattened as (n_heads d_head))."""
     import einops
     import torch
 
@@ -67,6 +73,9 @@ def attend(
         pattern = softmax(scores.masked_fill(masked, float("-inf")), softmax_dim)
     mix = "batch posn_K n_heads d_head, batch n_heads posn_Q posn_K -> batch posn_Q n_heads d_head"
     z = einops.einsum(v, pattern, mix)
+    if merged := written.get("heads_merged"):
+        flat = einops.rearrange(z, f"batch posn n_heads d_head -> batch posn ({merged})")
+        return flat @ W_O.reshape(-1, W_O.shape[-1]) + b_O
     return einops.einsum(z, W_O, "batch posn_Q n_heads d_head, n_heads d_head d_model -> batch posn_Q d_model") + b_O
 
 
@@ -100,6 +109,7 @@ def attention_mistakes(seen: dict[str, Tensor], weights: dict[str, Tensor]) -> d
         "b_O is added once per head: sum the heads' W_O outputs, then add b_O once": (
             attend(q, k, v, W_O, b_O, sqrt) + (q.shape[-2] - 1) * b_O
         ),
+        HEADS_MERGED_WRONG: attend(q, k, v, W_O, b_O, sqrt, heads_merged="d_head n_heads"),
     }
 
 
@@ -116,7 +126,18 @@ def written_mistake(hint: str):
 
 def attention_cases(ref: Reference) -> list[Case]:
     cases = sublayer_cases(ref, "attn", "ln1", "hook_resid_pre", ATTENTION_STEPS, attention_mistakes)
-    return cases + [_silent_head_case(ref), _large_scores_case(ref)]
+    return [with_unscaled_scores(case) for case in [*cases, _silent_head_case(ref), _large_scores_case(ref)]]
+
+
+def with_unscaled_scores(case: Case) -> Case:
+    """The case with q.k before its scaling as a step of its own, before the scores: code that names it (as the
+    solution's attn_scores) and scales it inline later is right there, and "where" never blames that line."""
+    steps = {}
+    for label, value in case.steps.items():
+        if label == "attn_scores":
+            steps["unscaled_scores"] = value * math.sqrt(case.steps["q"].shape[-1])
+        steps[label] = value
+    return replace(case, steps=steps)
 
 
 def _silent_head_case(ref: Reference) -> Case:

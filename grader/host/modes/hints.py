@@ -22,7 +22,14 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from grader.host.course import page_of
-from grader.host.diagnose import Candidate, first_divergence, matches_step, names_step, shaped_like
+from grader.host.diagnose import (
+    Candidate,
+    first_divergence,
+    matches_step,
+    names_step,
+    shaped_like,
+    without_unit_axes,
+)
 from grader.host.modes.show import differences, shape_text
 from grader.host.results import CheckResult, Report
 from grader.host.verdict import Evidence, compare_cases
@@ -170,25 +177,26 @@ def walk(result: CheckResult, evidence: Evidence) -> list[str]:
         return lines + side_by_side("the output", *output, reference)
     label, expected = steps[index]
     yours = learners_tensor(label, expected, candidates, divergence)
-    if yours is None:
-        lines.append(
-            f"    {label:<14} {shape_text(expected.shape):<18} your code does not name it; the output it feeds:"
+    if yours is None or divergence.moved:
+        said = (
+            f"your {yours.name}{at_place(yours)} holds {divergence.moved}'s values in another order"
+            if yours and divergence.moved
+            else "your code does not name it"
         )
+        lines.append(f"    {label:<14} {shape_text(expected.shape):<18} {said}; the output it feeds:")
         return lines + side_by_side("the output", *output, reference)
     return lines + side_by_side(f"{label} (yours: {yours.name}{at_place(yours)})", yours.value, expected, reference)
 
 
 def first_differing_step(evidence: Evidence, steps: list, candidates: list[Candidate]) -> tuple[int | None, object]:
-    """The index of the step the report's `where:` names, found by asking the diagnosis of each prefix of the steps
-    (so that this walk and the report agree); (None, None) when no step is found to differ."""
+    """The index of the step the report's `where:` names, and its divergence, from the very diagnosis the report
+    gives (so that this walk, the report and its `next:` tell one story); (None, None) when no step is found to
+    differ."""
     check = evidence.check
-    for index in range(len(steps)):
-        found = first_divergence(
-            steps[: index + 1], candidates, check.tolerance, evidence.reference_name, f"{check.target.file}.py"
-        )
-        if found is not None:
-            return index, found
-    return None, None
+    found = first_divergence(steps, candidates, check.tolerance, evidence.reference_name, f"{check.target.file}.py")
+    if found is None:
+        return None, None
+    return [label for label, _ in steps].index(found.step), found
 
 
 def matched_row(label: str, expected: np.ndarray, candidates: list[Candidate], evidence: Evidence) -> str:
@@ -234,6 +242,8 @@ def in_axis_order(yours: np.ndarray, theirs: np.ndarray) -> np.ndarray | None:
     """The learner's tensor with its axes in the reference's order (the first order that fits), or None."""
     if yours.shape == theirs.shape:
         return yours
+    if without_unit_axes(yours.shape) == without_unit_axes(theirs.shape):  # taken without keepdim, say
+        return yours.reshape(theirs.shape)
     if yours.ndim != theirs.ndim or sorted(yours.shape) != sorted(theirs.shape):
         return None
     order = next(o for o in itertools.permutations(range(yours.ndim)) if yours.transpose(o).shape == theirs.shape)
