@@ -10,15 +10,38 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from grader.host.main import wants_grading
 
 REPO = Path(__file__).resolve().parents[2]
 SOLUTIONS = REPO / "solutions"
+# The learner's package: it holds whatever they have written so far, so a test reads it only for what holds at any
+# stage of the course (test_learner_checkout, test_stubs' guard). The untouched stubs are `stubs()`.
 EXERCISES = REPO / "exercises"
+# Where the session's stubs are written (reference_session: Session.isolate sets it).
+STUBS_AT = "GPT2_GRADER_TEST_STUBS"
 # Set by the reference session for the test being run (reference_session.pytest_runtest_setup): whether it asked
 # for the session's reference, which a test that runs a grading must (run_grade).
 HAS_REFERENCE = "GPT2_GRADER_TEST_HAS_REFERENCE"
+
+
+def stubs() -> Path:
+    """exercises/ as `make stubs` generates it from solutions/, untouched: written into the session's root by the first
+    process of the session to ask (the other xdist worker waits for it), as generating it imports nbgrader (seconds)."""
+    where = Path(os.environ[STUBS_AT])
+    if where.is_dir():  # renamed into place whole
+        return where
+    assert SOLUTIONS.is_dir(), "the stubs are generated from solutions/, which the learner's repository does not have"
+    from grader.host.tools.stubs import write_exercises
+
+    with FileLock(where.with_name(f"{where.name}.lock")):
+        if not where.is_dir():
+            staging = where.with_name(f"{where.name}.partial")
+            shutil.rmtree(staging, ignore_errors=True)
+            write_exercises(SOLUTIONS, staging)
+            staging.rename(where)
+    return where
 
 
 def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base: Path = SOLUTIONS) -> Path:
