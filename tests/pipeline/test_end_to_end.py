@@ -50,7 +50,8 @@ def test_transformer_reports_parameter_counts_and_argmax(grade):
 
 
 def test_stubs_are_all_todo_and_exit_1(reference, tmp_path):
-    result = run_grade("--reference", "random", "--exercises", str(stubs()), "--json", str(tmp_path / "r.json"))
+    """`grade` as a learner first types it: beside the stubs, no package named (./exercises)."""
+    result = run_grade("--reference", "random", "--json", str(tmp_path / "r.json"), cwd=stubs().parent)
     assert result.returncode == 1, result.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert {c["status"] for c in report["checks"]} == {"todo"}

@@ -73,9 +73,10 @@ def variant_of(package: Path) -> Path | None:
     return Path(written.read_text()) if written.exists() else None
 
 
-def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The `grade` command as a learner runs it. One that grades reads the session's reference, which the test must
-    ask for (the `reference` fixture): else it would build one of its own."""
+def run_grade(*args: str, env: dict | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """The `grade` command as a learner runs it, from `cwd` (this repository's grader, wherever that is). One that
+    grades reads the session's reference, which the test must ask for (the `reference` fixture): else it would build
+    one of its own."""
     if wants_grading(list(args)) and os.environ.get(HAS_REFERENCE) == "0":
         test = os.environ.get("PYTEST_CURRENT_TEST", "this test").split(" ")[0]
         raise AssertionError(
@@ -85,10 +86,15 @@ def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProces
         [sys.executable, "-m", "grader", *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        env={**os.environ, **({} if cwd == REPO else importable()), **(env or {})},
         timeout=600,
     )
+
+
+def importable() -> dict[str, str]:
+    """PYTHONPATH with this repository first: `python -m grader` run elsewhere imports its grader."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
 
 
 def tiered(values, quick, ids=None) -> list:
