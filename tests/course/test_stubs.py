@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from repo import EXERCISES, REPO, SOLUTIONS, stubs
 
-from grader.host.tools.stubs import STUB, out_of_sync, strip_solutions
+from grader.host.tools.stubs import STUB, expected_exercises, out_of_sync, strip_solutions
 
 # What exercises/ is generated from: a change to either needs `make stubs`.
 SOURCES = ("solutions", "grader/host/tools/stubs.py")
@@ -32,28 +32,27 @@ def git(*args: str) -> str:
     return ran.stdout
 
 
-def committed(commit: str, folder: str, into: Path) -> Path:
-    """The Python files of `folder` as `commit` holds them, written to `into`/`folder`."""
-    for name in git("ls-tree", "--name-only", commit, f"{folder}/").split():
-        if name.endswith(".py"):
-            (into / name).parent.mkdir(parents=True, exist_ok=True)
-            (into / name).write_text(git("show", f"{commit}:{name}"))
-    return into / folder
+def committed_exercises(commit: str) -> dict[str, str]:
+    """File name -> text, for the Python files of exercises/ as `commit` holds them."""
+    names = git("ls-tree", "--name-only", commit, "exercises/").split()
+    return {Path(name).name: git("show", f"{commit}:{name}") for name in names if name.endswith(".py")}
 
 
-def test_exercises_are_in_sync_with_solutions(tmp_path):
-    """The maintainers' guard that `make stubs` ran. exercises/ is the learner's to fill in, here too, so it is read
-    as committed with the last change to solutions/ or the generator: a learner's edits, committed or not, come
-    later. While solutions/ or the generator has changes not yet committed, the working tree's exercises/ is read."""
+def test_exercises_are_in_sync_with_solutions():
+    """The maintainers' guard that `make stubs` ran: exercises/ is what solutions/ generates, in the working tree or
+    at a commit since solutions/ or the generator last changed. exercises/ is the learner's to fill in, here too:
+    their edits, committed or not, come after such a commit and do not hide it."""
+    wanted = expected_exercises(SOLUTIONS)
+    if {path.name: path.read_text() for path in EXERCISES.glob("*.py")} == wanted:
+        return
     if not (REPO / ".git").exists():
-        pytest.skip("not a git checkout: which exercises/ was generated cannot be told from the learner's work")
-    if git("status", "--porcelain", "--", *SOURCES):
-        solutions, exercises = SOLUTIONS, EXERCISES
-    else:
-        commit = git("log", "-1", "--format=%H", "--", *SOURCES).strip()
-        solutions, exercises = committed(commit, "solutions", tmp_path), committed(commit, "exercises", tmp_path)
-    stale = out_of_sync(solutions, exercises)
-    assert stale == [], f"out of sync with solutions/: {stale} (run `make stubs` and commit exercises/ with them)"
+        pytest.skip("exercises/ differs from the stubs and this is no git checkout: the learner's work, or stale?")
+    since = git("log", "-1", "--format=%H", "--", *SOURCES).strip()
+    commits = [since, *git("rev-list", "--reverse", f"{since}..HEAD", "--", "exercises").split()]
+    assert any(committed_exercises(commit) == wanted for commit in commits), (
+        f"exercises/ out of sync with solutions/ since {since[:12]}: {out_of_sync(SOLUTIONS, EXERCISES)} "
+        "(run `make stubs` and commit exercises/)"
+    )
 
 
 def test_out_of_sync_is_detected(tmp_path):
