@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from repo import EXERCISES, REPO, SOLUTIONS, run_grade, write_variant
+from repo import REPO, SOLUTIONS, run_grade, stubs, write_variant
 from rich.console import Console
 from test_notebooks import ASSIGNMENT, course  # noqa: F401 (course: the generated and released notebooks, a fixture)
 from test_watch_unit import FIRST, Attempts, printed_by, report_of, result
@@ -114,7 +114,7 @@ def test_the_next_to_write_line_names_the_next_checks_page():
 
 
 def test_the_stubs_first_report_names_the_first_page(reference):
-    ran = run_grade("--reference", "random", "--exercises", str(EXERCISES), "embed", env={"COLUMNS": "200"})
+    ran = run_grade("--reference", "random", "--exercises", str(stubs()), "embed", env={"COLUMNS": "200"})
     assert ran.returncode == 1, ran.stderr
     (line,) = [line for line in ran.stdout.splitlines() if line.startswith("start here: ")]
     assert line.endswith("embedding.py, Embed.forward; then `grade embed`; read: docs/course/02-embed.md"), line

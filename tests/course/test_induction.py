@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 import pytest
-from repo import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
+from repo import SOLUTIONS, by_id, stubs, tiered, write_variant
 
 from grader.checks.induction._common import GPT2_INDUCTION_HEADS
 
@@ -196,7 +196,7 @@ def test_solutions_pass_every_induction_check(grade):
 
 
 def test_stubs_are_todo(grade):
-    assert {c.id: c.status for c in grade(EXERCISES, "induction").checks} == dict.fromkeys(INDUCTION_CHECKS, "todo")
+    assert {c.id: c.status for c in grade(stubs(), "induction").checks} == dict.fromkeys(INDUCTION_CHECKS, "todo")
 
 
 @pytest.mark.parametrize("mistake", tiered(MISTAKES, QUICK))

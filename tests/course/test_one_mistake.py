@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from repo import EXERCISES, SOLUTIONS, by_id, write_variant
+from repo import SOLUTIONS, by_id, stubs, write_variant
 from test_mistakes import SCALED
 
 from grader.checks import Check, Target, registry
@@ -65,7 +65,7 @@ def test_the_logit_lens_passes_on_gpt2s_blocks_and_its_note_names_attention(d_he
 def test_the_block_grades_its_wiring_with_a_sublayer_left_unwritten(sublayer_file, grade, tmp_path):
     """A sublayer copied from exercises/ raises NotImplementedError; replayed, it is never run."""
     package = write_variant(tmp_path, {})
-    (package / sublayer_file).write_text((EXERCISES / sublayer_file).read_text())
+    (package / sublayer_file).write_text((stubs() / sublayer_file).read_text())
     results = by_id(grade(package, "block", "transformer"))
     assert results["block"].status == "pass", results["block"].message
     assert results["transformer"].status == "todo"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from repo import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
+from repo import SOLUTIONS, by_id, stubs, tiered, write_variant
 
 from grader.shared import wire
 
@@ -96,7 +96,7 @@ def test_solutions_pass_every_concat_check(grade):
 
 
 def test_stubs_are_todo(grade):
-    assert {c.id: c.status for c in grade(EXERCISES, "concat").checks} == dict.fromkeys(CONCAT_CHECKS, "todo")
+    assert {c.id: c.status for c in grade(stubs(), "concat").checks} == dict.fromkeys(CONCAT_CHECKS, "todo")
 
 
 @pytest.mark.parametrize("mistake", tiered(MISTAKES, QUICK))

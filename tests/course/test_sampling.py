@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from repo import EXERCISES, SOLUTIONS, by_id, tiered, write_variant
+from repo import SOLUTIONS, by_id, stubs, tiered, write_variant
 
 from grader.checks import registry
 from grader.checks.sampling import _beam_search, _beams, search
@@ -348,7 +348,7 @@ def test_solutions_pass_every_sampling_check(grade):
 
 
 def test_stubs_are_todo(grade):
-    report = grade(EXERCISES, *SAMPLING_CHECKS)
+    report = grade(stubs(), *SAMPLING_CHECKS)
     assert {c.id: c.status for c in report.checks} == {c.id: "todo" for c in report.checks}
     assert (
         "TransformerSampler.sample_top_p is not implemented yet (sampling.py:"
@@ -371,8 +371,8 @@ def raise_line(path: Path, qualname: str) -> int:
 
 def test_a_todo_names_the_function_that_raised_at_its_line(grade):
     """beam_search is given; what the learner has not written is Beams.generate, which it calls."""
-    result = by_id(grade(EXERCISES, "beam.search"))["beam.search"]
-    line = raise_line(EXERCISES / "sampling.py", "Beams.generate")
+    result = by_id(grade(stubs(), "beam.search"))["beam.search"]
+    line = raise_line(stubs() / "sampling.py", "Beams.generate")
     assert result.message == f"Beams.generate is not implemented yet (sampling.py:{line})"
     assert result.next_step == f"implement Beams.generate (sampling.py:{line})"
     assert (result.file, result.line) == ("sampling.py", line)

@@ -12,7 +12,7 @@ import dataclasses
 
 import pytest
 import torch
-from repo import EXERCISES, REPO, SOLUTIONS, by_id, tiered, write_variant
+from repo import REPO, SOLUTIONS, by_id, stubs, tiered, write_variant
 
 from grader.checks.experiments import _skip_trigrams as definitions
 from grader.checks.experiments.skip_trigram_counts import HAND_MADE_TRIPLES, HAND_MADE_WINDOWS
@@ -161,7 +161,7 @@ def test_solutions_pass_every_skip_trigram_check(grade):
 
 
 def test_stubs_are_todo(grade):
-    report = grade(EXERCISES, "skip_trigram")
+    report = grade(stubs(), "skip_trigram")
     assert {c.id: c.status for c in report.checks} == dict.fromkeys(SKIP_TRIGRAM_CHECKS, "todo")
 
 

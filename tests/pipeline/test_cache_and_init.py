@@ -6,7 +6,7 @@ fresh build equals the cached entry, bit for bit, is proven where a damaged entr
 from __future__ import annotations
 
 import pytest
-from repo import EXERCISES, SOLUTIONS, by_id, write_variant
+from repo import SOLUTIONS, by_id, stubs, write_variant
 from test_mistakes import MISTAKES
 
 from grader.checks import registry
@@ -21,7 +21,7 @@ def comparable(report) -> list[tuple]:
 @pytest.mark.slow
 @pytest.mark.parametrize("fast_init", [True, False], ids=["initialisation skipped", "initialisation paid for"])
 def test_the_solutions_pass_and_the_stubs_are_todo_at_every_check(grade, fast_init):
-    solved, stubbed = grade(SOLUTIONS, fast_init=fast_init), grade(EXERCISES, fast_init=fast_init)
+    solved, stubbed = grade(SOLUTIONS, fast_init=fast_init), grade(stubs(), fast_init=fast_init)
     assert {c.id: c.status for c in solved.checks} == dict.fromkeys(EVERY_CHECK, "pass")
     assert {c.id: c.status for c in stubbed.checks} == dict.fromkeys(EVERY_CHECK, "todo")
 

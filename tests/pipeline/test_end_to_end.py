@@ -6,7 +6,7 @@ import json
 
 import jsonschema
 import pytest
-from repo import EXERCISES, REPO, SOLUTIONS, run_grade
+from repo import REPO, SOLUTIONS, run_grade, stubs
 
 from grader.checks import registry
 
@@ -29,7 +29,7 @@ def rows(report) -> list[dict]:
 def test_a_subset_graded_alone_is_what_the_full_grading_says_of_it(grade):
     """The `grade` fixture reads a selection of the solutions' or the stubs' checks from one full grading, since
     which other checks run changes nothing; here the selection is really graded on its own."""
-    for package, status in ((SOLUTIONS, "pass"), (EXERCISES, "todo")):
+    for package, status in ((SOLUTIONS, "pass"), (stubs(), "todo")):
         alone = grade.graded_alone(package, *SUBSET)
         assert [c.id for c in alone.checks] == [
             "layernorm",
@@ -50,7 +50,8 @@ def test_transformer_reports_parameter_counts_and_argmax(grade):
 
 
 def test_stubs_are_all_todo_and_exit_1(reference, tmp_path):
-    result = run_grade("--reference", "random", "--exercises", str(EXERCISES), "--json", str(tmp_path / "r.json"))
+    """`grade` as a learner first types it: beside the stubs, no package named (./exercises)."""
+    result = run_grade("--reference", "random", "--json", str(tmp_path / "r.json"), cwd=stubs().parent)
     assert result.returncode == 1, result.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert {c["status"] for c in report["checks"]} == {"todo"}

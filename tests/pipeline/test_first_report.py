@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from repo import EXERCISES, run_grade
+from repo import run_grade, stubs
 from rich.console import Console
 
 from grader.checks import registry
@@ -32,7 +32,7 @@ def todo(check_id: str, file: str, target: str) -> CheckResult:
 
 @pytest.mark.slow
 def test_the_stubs_first_report_is_short_and_names_where_to_start(reference):
-    result = run_grade("--reference", "random", "--exercises", str(EXERCISES))
+    result = run_grade("--reference", "random", "--exercises", str(stubs()))
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
     below = lines[max(i for i, line in enumerate(lines) if TABLE_BOTTOM.match(line)) + 1 :]
@@ -145,7 +145,7 @@ def test_printed_lines_are_in_the_json_report(reference, tmp_path):
 def test_start_here_names_the_method_that_is_still_to_write(grade):
     """ConcatTransformer's checks grade residual and forward, but its __init__, which chooses the widths, is a stub
     too and raises first: that is where to start."""
-    (result,) = grade(EXERCISES, "concat.residual").checks
+    (result,) = grade(stubs(), "concat.residual").checks
     assert (result.status, result.target) == ("todo", "ConcatTransformer.__init__")
     assert "start here: pkg/positions.py, ConcatTransformer.__init__; then `grade concat.residual`" in rendered(
         Report("random", "pkg", [result])

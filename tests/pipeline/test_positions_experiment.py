@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from repo import EXERCISES, REPO, SOLUTIONS
+from repo import REPO, SOLUTIONS, stubs
 
 MODELS = ("added", "concat 32+32", "concat 48+16")
 ROW = re.compile(r"\| (?P<model>[^|]+) \| (?P<parameters>[\d,]+) \([\d,]+\) \| (?P<loss>[\d.]+) ± [\d.]+ \| "
@@ -59,7 +59,7 @@ def test_the_probe_names_positions_only_where_the_stream_holds_them():
 
 
 def test_unfinished_exercises_are_one_line(tmp_path):
-    ran = experiment("--exercises", str(EXERCISES), "--steps", "2", "--out", str(tmp_path))
+    ran = experiment("--exercises", str(stubs()), "--steps", "2", "--out", str(tmp_path))
     assert ran.returncode == 1 and ran.stderr.strip().count("\n") == 0, ran.stderr
     assert ran.stderr.startswith("experiment-positions: your code is not finished")
     assert not (tmp_path / "positions.md").exists()

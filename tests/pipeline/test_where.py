@@ -10,7 +10,7 @@ import shutil
 
 import numpy as np
 import pytest
-from repo import EXERCISES, by_id, tiered, write_variant
+from repo import by_id, stubs, tiered, write_variant
 from test_alternatives import ATTENTION_MATMUL, replace_attention_body
 from test_mistakes import MERGED_BY_REARRANGE, MERGED_BY_TRANSPOSE, POSITIONS, SCALED, W_O_EINSUM
 from test_sampling import raise_line
@@ -394,7 +394,7 @@ def test_the_stand_in_comes_after_what_matched():
 def test_logit_lens_written_on_a_stub_layernorm_blames_the_layernorm(grade, tmp_path):
     """The blocks answer GPT-2's outputs (one mistake, one penalty), so ln_final is what the lens reaches."""
     package = write_variant(tmp_path, {})
-    shutil.copy(EXERCISES / "normalization.py", package / "normalization.py")
+    shutil.copy(stubs() / "normalization.py", package / "normalization.py")
     result = by_id(grade(package, "interp.logit_lens"))["interp.logit_lens"]
     line = raise_line(package / "normalization.py", "LayerNorm.forward")
     assert result.status == "todo"
@@ -404,7 +404,7 @@ def test_logit_lens_written_on_a_stub_layernorm_blames_the_layernorm(grade, tmp_
 
 def test_logit_lens_written_on_a_stub_block_passes_on_gpt2s_blocks(grade, tmp_path):
     package = write_variant(tmp_path, {})
-    shutil.copy(EXERCISES / "block.py", package / "block.py")
+    shutil.copy(stubs() / "block.py", package / "block.py")
     results = by_id(grade(package, "block", "interp.logit_lens"))
     assert results["block"].status == "todo"
     assert results["interp.logit_lens"].status == "pass", results["interp.logit_lens"].message
@@ -412,7 +412,7 @@ def test_logit_lens_written_on_a_stub_block_passes_on_gpt2s_blocks(grade, tmp_pa
 
 def test_a_stub_logit_lens_on_a_written_model_blames_itself(grade, tmp_path):
     package = write_variant(tmp_path, {})
-    shutil.copy(EXERCISES / "interp.py", package / "interp.py")
+    shutil.copy(stubs() / "interp.py", package / "interp.py")
     result = by_id(grade(package, "interp.logit_lens"))["interp.logit_lens"]
     line = raise_line(package / "interp.py", "logit_lens")
     assert result.message == f"logit_lens is not implemented yet (interp.py:{line})"

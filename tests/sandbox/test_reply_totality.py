@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from repo import EXERCISES, REPO, by_id, tiered, write_variant
+from repo import REPO, by_id, stubs, tiered, write_variant
 
 from grader.checks import registry
 from grader.checks.sampling import _compare as sampling_compare
@@ -363,7 +363,7 @@ DISTRIBUTION_CHECKS = ("sampling.basic", "sampling.top_k", "sampling.top_p")
 
 
 def stubs_with(tmp_path: Path, code: str) -> Path:
-    package = write_variant(tmp_path, {}, EXERCISES)
+    package = write_variant(tmp_path, {}, stubs())
     with open(package / "sampling.py", "a") as file:
         file.write(code)
     return package

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from repo import EXERCISES, REPO, SOLUTIONS, by_id, run_grade, tiered, write_variant
+from repo import REPO, SOLUTIONS, by_id, run_grade, stubs, tiered, write_variant
 from test_hostile import attention_body_prefix
 
 from grader.checks import registry, select
@@ -78,7 +78,7 @@ FORGED_INIT = {
 @pytest.mark.slow
 @pytest.mark.parametrize("init", list(FORGED_INIT.values()), ids=list(FORGED_INIT))
 def test_untouched_stubs_score_nothing_whatever_init_does(init, grade, tmp_path):
-    package = write_variant(tmp_path, {}, base=EXERCISES)
+    package = write_variant(tmp_path, {}, base=stubs())
     (package / "__init__.py").write_text(init)
     report = grade(package, "model", "sampling.greedy", "interp.parameter_counts")
     assert report.score == 0, {c.id: (c.status, c.message) for c in report.checks if c.score}
@@ -481,7 +481,7 @@ def test_notebook_verdicts_come_from_a_process_of_their_own(reference, monkeypat
     passing = lambda evidence: CheckResult(evidence.check.id, evidence.check.part, "", "pass", 1)  # noqa: E731
     monkeypatch.setattr(verdict, "judge", passing)
     package = tmp_path / "notebook_exercises"
-    shutil.copytree(EXERCISES, package)
+    shutil.copytree(stubs(), package)
     with pytest.raises(AssertionError, match="embed: todo"):
         NotebookGrader(package).grade_check("embed")
 

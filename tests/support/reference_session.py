@@ -5,8 +5,9 @@ Every test and subprocess gets a fresh grader cache and an empty Hugging Face ca
 background as soon as the tests are known, by the builder's own process, so the tests that need none run meanwhile
 on the other core. Under pytest-xdist (`make test` runs two workers) the controller makes the session's root and
 every worker shares it: the reference is built once (the grader's own build lock: the other worker waits for it and
-reads it), and each worker grades its share of solutions/ and exercises/ in full ahead (`ReferenceBuild.ahead`),
-for the `grade` fixture. The session's state lives on pytest's config stash (`session_of`).
+reads it), and each worker grades its share of solutions/ and the stubs in full ahead (`ReferenceBuild.ahead`),
+for the `grade` fixture. The stubs are generated from solutions/ into the root (repo.stubs), never read from
+exercises/, which holds the learner's work. The session's state lives on pytest's config stash (`session_of`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
-from repo import EXERCISES, HAS_REFERENCE, SOLUTIONS, variant_of
+from repo import HAS_REFERENCE, SOLUTIONS, STUBS_AT, stubs, variant_of
 
 from grader.host.results import Report
 
@@ -32,8 +33,7 @@ CACHE_KEYS = ("GPT2_GRADER_CACHE", "HF_HUB_CACHE", "HF_HUB_OFFLINE")
 # of its own size (test_watch) would take it and wrap its lines. Unset for the session, as without the workers.
 TERMINAL_KEYS = ("COLUMNS", "LINES")
 ROOT_KEY = "gpt2_grader_tests_root"  # the shared root, in each xdist worker's workerinput
-AHEAD = (SOLUTIONS, EXERCISES)  # the packages graded in full ahead, shared out among the workers
-# A selection with this many tests that grade (a tier, not a file or two) has solutions/ and exercises/ graded in
+# A selection with this many tests that grade (a tier, not a file or two) has solutions/ and the stubs graded in
 # full by the build's thread (ReferenceBuild.ahead) once the reference is built.
 GRADED_AHEAD_FROM = 50
 UNIT_FOLDER = "unit"  # the unit tier (`make test-unit`, `pytest -m unit`): no torch, no worker, no reference
@@ -49,7 +49,7 @@ class Session:
     worker: int = 0  # this process's index among the xdist workers
     workers: int = 1
     saved: dict[str, str | None] = field(
-        default_factory=lambda: {k: os.environ.get(k) for k in CACHE_KEYS + TERMINAL_KEYS}
+        default_factory=lambda: {k: os.environ.get(k) for k in (*CACHE_KEYS, STUBS_AT, *TERMINAL_KEYS)}
     )
     build: ReferenceBuild | None = None
     variants_checked: int = 0
@@ -57,8 +57,14 @@ class Session:
     def isolate(self) -> None:
         grader, hub = self.root / "grader", self.root / "hf-empty"
         os.environ.update(GPT2_GRADER_CACHE=str(grader), HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1")
+        os.environ[STUBS_AT] = str(self.stubs)
         for key in TERMINAL_KEYS:
             os.environ.pop(key, None)
+
+    @property
+    def stubs(self) -> Path:
+        """Where repo.stubs() writes the session's stubs."""
+        return self.root.resolve() / "exercises"  # named as the learner's package is: the reports name its files
 
     def start_building(self, ahead: bool = False) -> None:
         self.build = ReferenceBuild(self, ahead)
@@ -76,7 +82,7 @@ class Session:
         return FileLock(self.root / f"ahead-{package.name}.lock", thread_local=False)
 
     def graded_ahead(self, package: Path) -> Report | None:
-        """The full grading of solutions/ or exercises/ a build's thread did once the reference was built (this
+        """The full grading of solutions/ or the stubs a build's thread did once the reference was built (this
         worker's, or another's, waited for), or None (a selection too small to ask for it, or it failed: the
         `grade` fixture then grades, and fails, itself)."""
         if self.build is None or not self.build.ahead:
@@ -109,7 +115,7 @@ def session_of(config: pytest.Config) -> Session:
 
 class ReferenceBuild(threading.Thread):
     """The builder's process, waited for in a thread. With `ahead`, the thread then grades this worker's share of
-    solutions/ and exercises/ at every check, on workers of its own under the default limits: the core the builder
+    solutions/ and the stubs at every check, on workers of its own under the default limits: the core the builder
     leaves does it while the tests go on. Each report is written to the shared root for the other workers, under a
     lock taken before the thread starts, so that they wait for it rather than grade it again."""
 
@@ -117,7 +123,7 @@ class ReferenceBuild(threading.Thread):
         super().__init__(daemon=True)
         self.session, self.ahead = session, ahead
         self.data, self.error = None, None
-        self.packages = AHEAD[session.worker :: session.workers] if ahead else ()
+        self.packages = (SOLUTIONS, session.stubs)[session.worker :: session.workers] if ahead else ()
         self.locks = [session.ahead_lock(package) for package in self.packages]
         self.reference_ready = threading.Event()
         self.graded: dict[Path, Report] = {}
@@ -151,6 +157,8 @@ class ReferenceBuild(threading.Thread):
         if not limits.fork:  # the fixture reads a full grading only from forked checks
             return
         try:
+            if self.session.stubs in self.packages:
+                stubs()
             with LearnerProcesses(limits) as processes:
                 for package in self.packages:
                     self.graded[package] = drawn(package, select(()), self.data, processes)
@@ -253,7 +261,7 @@ def grade(reference, session, request):
     """grade(package, *check_ids, **limits) -> Report, in this process, with its figures drawn (`drawn`); the
     learner's code still runs in a child. One worker per set of limits serves the whole session, as in batch grading.
 
-    solutions/ and exercises/ never change during a session, so under the default limits each is
+    solutions/ and the stubs never change during a session, so under the default limits each is
     graded at every check once, and any selection of their checks is read from that grading: each
     check runs in a fork of its own, so which other checks ran changes nothing.
     """
@@ -270,7 +278,7 @@ def grade(reference, session, request):
 
     def run(package: Path, *check_ids: str, **limits):
         key, checks, where = Limits(**limits).settled(), select(check_ids), Path(package).resolve()
-        if where not in (SOLUTIONS, EXERCISES) or key != Limits().settled() or not key.fork:
+        if where not in (SOLUTIONS, session.stubs) or key != Limits().settled() or not key.fork:
             return keeping_the_where_invariant(graded(package, checks, key), where, reference, session)
         if where not in graded_in_full:
             graded_in_full[where] = session.graded_ahead(where) or graded(package, select(()), key)

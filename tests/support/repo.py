@@ -10,15 +10,38 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from grader.host.main import wants_grading
 
 REPO = Path(__file__).resolve().parents[2]
 SOLUTIONS = REPO / "solutions"
+# The learner's package: it holds whatever they have written so far, so a test reads it only for what holds at any
+# stage of the course (test_learner_checkout, test_stubs' guard). The untouched stubs are `stubs()`.
 EXERCISES = REPO / "exercises"
+# Where the session's stubs are written (reference_session: Session.isolate sets it).
+STUBS_AT = "GPT2_GRADER_TEST_STUBS"
 # Set by the reference session for the test being run (reference_session.pytest_runtest_setup): whether it asked
 # for the session's reference, which a test that runs a grading must (run_grade).
 HAS_REFERENCE = "GPT2_GRADER_TEST_HAS_REFERENCE"
+
+
+def stubs() -> Path:
+    """exercises/ as `make stubs` generates it from solutions/, untouched: written into the session's root by the first
+    process of the session to ask (the other xdist worker waits for it), as generating it imports nbgrader (seconds)."""
+    where = Path(os.environ[STUBS_AT])
+    if where.is_dir():  # renamed into place whole
+        return where
+    assert SOLUTIONS.is_dir(), "the stubs are generated from solutions/, which the learner's repository does not have"
+    from grader.host.tools.stubs import write_exercises
+
+    with FileLock(where.with_name(f"{where.name}.lock")):
+        if not where.is_dir():
+            staging = where.with_name(f"{where.name}.partial")
+            shutil.rmtree(staging, ignore_errors=True)
+            write_exercises(SOLUTIONS, staging)
+            staging.rename(where)
+    return where
 
 
 def write_variant(directory: Path, edits: dict[str, list[tuple[str, str]]], base: Path = SOLUTIONS) -> Path:
@@ -50,9 +73,10 @@ def variant_of(package: Path) -> Path | None:
     return Path(written.read_text()) if written.exists() else None
 
 
-def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The `grade` command as a learner runs it. One that grades reads the session's reference, which the test must
-    ask for (the `reference` fixture): else it would build one of its own."""
+def run_grade(*args: str, env: dict | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """The `grade` command as a learner runs it, from `cwd` (this repository's grader, wherever that is). One that
+    grades reads the session's reference, which the test must ask for (the `reference` fixture): else it would build
+    one of its own."""
     if wants_grading(list(args)) and os.environ.get(HAS_REFERENCE) == "0":
         test = os.environ.get("PYTEST_CURRENT_TEST", "this test").split(" ")[0]
         raise AssertionError(
@@ -62,10 +86,15 @@ def run_grade(*args: str, env: dict | None = None) -> subprocess.CompletedProces
         [sys.executable, "-m", "grader", *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        env={**os.environ, **({} if cwd == REPO else importable()), **(env or {})},
         timeout=600,
     )
+
+
+def importable() -> dict[str, str]:
+    """PYTHONPATH with this repository first: `python -m grader` run elsewhere imports its grader."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
 
 
 def tiered(values, quick, ids=None) -> list:

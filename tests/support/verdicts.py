@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from repo import EXERCISES, SOLUTIONS, write_variant
+from repo import SOLUTIONS, stubs, write_variant
 from test_mistakes import MISTAKES
 
 _ROOT: list[Path] = []  # the directory the variants are written to, made by the first caller
@@ -24,7 +24,7 @@ def package(name: str, tmp_path_factory) -> tuple[Path, tuple[str, ...]]:
     if name not in _PACKAGES:
         every: tuple[str, ...] = ()  # no ids: every check
         if name in ("solutions", "stubs"):
-            _PACKAGES[name] = (SOLUTIONS if name == "solutions" else EXERCISES, every)
+            _PACKAGES[name] = (SOLUTIONS if name == "solutions" else stubs(), every)
         else:
             if not _ROOT:
                 _ROOT.append(tmp_path_factory.mktemp("variants"))

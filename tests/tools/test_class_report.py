@@ -13,7 +13,7 @@ import sys
 from html import escape
 
 import pytest
-from repo import EXERCISES, REPO, write_variant
+from repo import REPO, stubs, write_variant
 from test_batch import run_batch, write_submission
 from test_html_report import CHROMIUM, in_chromium
 
@@ -48,7 +48,7 @@ def graded_class(tmp_path_factory, reference):
     for name, (edits, _) in CLASS.items():
         write_submission(submissions, name, edits)
     (submissions / "fin").mkdir()
-    write_variant(submissions / "fin", {}, base=EXERCISES).rename(submissions / "fin" / "exercises")
+    write_variant(submissions / "fin", {}, base=stubs()).rename(submissions / "fin" / "exercises")
     batch = run_batch(
         str(submissions), *CHECKS, "--csv", str(root / "grades.csv"), "--reference", "random", "--jobs", "2"
     )

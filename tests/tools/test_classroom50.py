@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from markdown_it import MarkdownIt
-from repo import REPO, SOLUTIONS, run_grade, write_variant
+from repo import REPO, SOLUTIONS, run_grade, stubs, write_variant
 from test_render_formats import FORGED_NOTICE, effective_commands, runner_command
 
 from grader.host.render import classroom50
@@ -166,8 +166,9 @@ def test_outside_the_runner_grade_says_what_is_missing_in_one_line(reference, tm
     assert missing_dir.returncode == 2 and missing_dir.stderr.strip().endswith("is not a directory")
 
 
-@pytest.mark.parametrize(("package", "earned"), [(SOLUTIONS, "all"), (REPO / "exercises", "none")])
-def test_grade_on_the_solutions_and_the_stubs_writes_all_three(reference, tmp_path, package, earned):
+@pytest.mark.parametrize("earned", ["all", "none"])
+def test_grade_on_the_solutions_and_the_stubs_writes_all_three(reference, tmp_path, earned):
+    package = SOLUTIONS if earned == "all" else stubs()
     output = tmp_path / "github_output"
     env = {**RUNNER, "GITHUB_OUTPUT": str(output), "GITHUB_ACTIONS": "false"}
     checks = ["model"] if earned == "all" else []  # the stubs grade at once; the solutions' Part 1 stands for them

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
-from repo import REPO
+from repo import REPO, stubs
 
 from grader.host.tools.setup import OLDEST_PYTHON, venv_python
 
@@ -60,9 +60,10 @@ def test_the_learners_path_on_each_python(version, tmp_path, reference):
     grade = venv_python(venv).parent / "grade"
     solutions = run(grade, "--solutions", "--reference", "random", "--json", tmp_path / "solutions.json", cwd=REPO)
     assert solutions.returncode == 0 and statuses(tmp_path / "solutions.json") == {"pass"}, solutions.stdout[-3000:]
-    stubs = run(grade, "--reference", "random", "--json", tmp_path / "stubs.json", cwd=REPO)
-    assert stubs.returncode == 1 and statuses(tmp_path / "stubs.json") == {"todo"}, stubs.stdout[-3000:]
-    assert "Traceback" not in solutions.stderr + stubs.stderr
+    # `grade` with no package grades ./exercises: here the session's stubs, as the repository's hold the learner's work
+    todo = run(grade, "--reference", "random", "--json", tmp_path / "stubs.json", cwd=stubs().parent)
+    assert todo.returncode == 1 and statuses(tmp_path / "stubs.json") == {"todo"}, todo.stdout[-3000:]
+    assert "Traceback" not in solutions.stderr + todo.stderr
 
 
 def test_a_python_too_old_is_refused_in_one_line(tmp_path):

@@ -14,7 +14,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from repo import EXERCISES, REPO, SOLUTIONS
+from repo import REPO, SOLUTIONS, stubs
 
 from grader.checks import registry
 from grader.host.tools.stubs import strip_solutions
@@ -204,7 +204,7 @@ def test_the_guard_finds_a_solution_line_anywhere(tmp_path):
     assert not {")", "break", "return resid_post"} & hidden  # in solution regions, but they say nothing
     (tmp_path / "deep" / "er").mkdir(parents=True)
     (tmp_path / "deep" / "er" / "notes.txt").write_text("a note\n        return self.W_E[tokens]\n")
-    (tmp_path / "clean.py").write_text((EXERCISES / "embedding.py").read_text())
+    (tmp_path / "clean.py").write_text((stubs() / "embedding.py").read_text())
     assert leaked_lines(tmp_path, hidden) == ["deep/er/notes.txt: return self.W_E[tokens]"]
 
 
