@@ -184,7 +184,7 @@ def first_differing_step(evidence: Evidence, steps: list, candidates: list[Candi
     check = evidence.check
     for index in range(len(steps)):
         found = first_divergence(
-            steps[: index + 1], candidates, check.tolerance, evidence.reference_name, f"{check.target.file}.py"
+            steps[: index + 1], candidates, check.tolerance, evidence.expected_from, f"{check.target.file}.py"
         )
         if found is not None:
             return index, found
