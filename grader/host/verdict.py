@@ -318,7 +318,7 @@ def diagnose(evidence: Evidence, case: str) -> Diagnosis:
         evidence.steps(case),
         evidence.candidates(case),
         check.tolerance,
-        evidence.reference_name,
+        evidence.expected_from,  # "GPT-2", or the check's own words (the grader's own computation)
         own_file=f"{check.target.file}.py",  # a sublayer's lines are its own check's to name
     )
     place = (divergence.file, divergence.line) if divergence and divergence.line else method_of(hint, evidence)

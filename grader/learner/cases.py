@@ -122,6 +122,11 @@ class CaseContext:
         self.point_at(function)
         return function
 
+    def call(self, *args, capture: Capture | None = None):
+        """The target called on `args` as the default driver calls it, recorded where the check captures: for a
+        driver that only adapts the arguments (drivers.offset)."""
+        return call_target(self, list(args), capture)
+
     def point_at(self, function, also=()) -> None:
         """Name `function`, where the learner defined it, as the place a failing check points to; `also`, the other
         functions it calls that a named mistake may be in. A decorated method (torch.inference_mode) is the
@@ -190,8 +195,8 @@ def run_cases(ctx: CaseContext, request: Request, outputs: dict) -> None:
     import torch
 
     drive = driver_for(request.target)
-    if drive is call_target and request.capture:
-        drive = functools.partial(call_target, capture=request.capture)
+    if request.capture:  # the default driver, or one that calls the target through it (drivers.offset)
+        drive = functools.partial(drive, capture=request.capture)
     for case in request.cases:
         ctx.start(case)
         args = ctx.args

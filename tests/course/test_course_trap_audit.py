@@ -103,6 +103,9 @@ COURSE_TRAPS = {
     ("09-transformer.md", "Apply `ln_final` before the unembedding"): Named("transformer", "ln_final is not applied"),
     ("09-transformer.md", "Small differences"): Right("a description of the check's tolerance and its notes"),
     ("11-sampling.md", "Divide by the temperature"): Named("sampling.temperature", "multiplied by the temperature"),
+    ("11-sampling.md", "Divide the logits, and return logits"): Named(
+        "sampling.temperature", "the temperature changed nothing"
+    ),
     ("11-sampling.md", "Count repeats"): Named("sampling.frequency_penalty", "penalised once, however often"),
     ("11-sampling.md", "Logits are not probabilities"): Named(
         "sampling.basic", "the logits were used as probabilities"

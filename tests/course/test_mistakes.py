@@ -385,6 +385,18 @@ def test_mistake_fails_at_its_check_and_is_named(mistake, grade, tmp_path):
         assert result.next_step == f"most likely: {result.hint}"
 
 
+def test_positions_looked_up_by_token_id_are_located_at_their_line(grade, tmp_path):
+    """PosEmbed's locals are recorded: the lookup by token id is named, at the line that returns it."""
+    package = write_variant(tmp_path, {"embedding.py": [(POSITIONS, "return self.W_pos[tokens]")]})
+    result = by_id(grade(package, "pos_embed"))["pos_embed"]
+    line = (package / "embedding.py").read_text().splitlines().index("        return self.W_pos[tokens]") + 1
+    assert result.status == "fail" and "by token id" in (result.hint or ""), result.diagnosis()
+    assert result.divergence == (
+        f"output, the first step, already differs from the random reference (embedding.py:{line})"
+    )
+    assert (result.file, result.line) == ("embedding.py", line)
+
+
 def test_a_forgotten_b_K_changes_nothing(grade, tmp_path):
     """q . b_K is the same for every key of a query, and softmax ignores a constant shift."""
     result = by_id(grade(write_variant(tmp_path, {"attention.py": [(") + self.b_K", ")")]}), "attention"))["attention"]

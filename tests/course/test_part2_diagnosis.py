@@ -235,7 +235,7 @@ def test_sampling_says_what_an_impossible_token_likely_means_and_nothing_the_cod
     assert (
         "are the most likely tokens kept?" in messages["least likely"] and "map it back" not in messages["least likely"]
     )
-    assert "it is outside the top-p set (tokens 1, 3, 4)" in messages["index"]
+    assert "it is outside the top-p set (tokens 1, 2, 3, 4)" in messages["index"]
     assert "map it back to its token id" in messages["index"] and "most likely tokens" not in messages["index"]
 
 

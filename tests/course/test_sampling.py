@@ -36,11 +36,29 @@ NGRAM_BAN = """        if no_repeat_ngram_size is not None:
 APPEND = "            input_ids = torch.cat([input_ids, torch.tensor([next_token])])\n"
 STOP = "            if next_token == self.tokenizer.eos_token_id:\n                break\n"
 EOS_KEPT, EOS_DROPPED = APPEND + STOP, STOP + APPEND
+PROBABILITIES_DIVIDED = "probs = logits.softmax(dim=-1) / temperature\n        probs = probs / probs.sum()"
 MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
     "temperature multiplied": (
         "sampling.temperature",
         {"sampling.py": [("return logits / temperature", "return logits * temperature")]},
         "multiplied by the temperature",
+    ),
+    # Temperature applied to the probabilities: renormalising undoes the division, returned as log-probabilities or
+    # as the probabilities themselves; or probabilities at the right temperature returned for logits.
+    "temperature applied to probabilities": (
+        "sampling.temperature",
+        {"sampling.py": [("return logits / temperature", f"{PROBABILITIES_DIVIDED}\n        return probs.log()")]},
+        "the temperature changed nothing",
+    ),
+    "probabilities divided by the temperature returned": (
+        "sampling.temperature",
+        {"sampling.py": [("return logits / temperature", f"{PROBABILITIES_DIVIDED}\n        return probs")]},
+        "dividing them by the temperature before renormalising undid it",
+    ),
+    "probabilities returned for logits": (
+        "sampling.temperature",
+        {"sampling.py": [("return logits / temperature", "return (logits / temperature).softmax(dim=-1)")]},
+        "probabilities were returned, not logits",
     ),
     "penalty ignores repeats": (
         "sampling.frequency_penalty",
@@ -71,6 +89,26 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
             ]
         },
         "outside the k most likely",
+    ),
+    "top-k threshold from sort's indices": (
+        "sampling.top_k",
+        {
+            "sampling.py": [
+                (
+                    "top_logits, top_ids = logits.topk(k)\n"
+                    "        return int(top_ids[Categorical(logits=top_logits).sample()])",
+                    "threshold = torch.sort(logits).indices[..., -k]\n"
+                    "        masked = logits.masked_fill(logits < threshold, -torch.inf)\n"
+                    "        return int(Categorical(logits=masked).sample())",
+                )
+            ]
+        },
+        "a token id was the threshold",
+    ),
+    "top-p compares the sorted ids": (
+        "sampling.top_p",
+        {"sampling.py": [("(cumulative < top_p).sum()", "(sorted_ids < top_p).sum()")]},
+        "the sorted token ids were compared with top_p",
     ),
     "top-p drops the crossing token": (
         "sampling.top_p",
@@ -213,6 +251,24 @@ MISTAKES = {  # name: (check, {file: [(old, new)]}, what the diagnosis must say)
         },
         "ranked apart",
     ),
+    # As issue 56 found it: the top k of each kind, then ranked together, but the 2k kept.
+    "finished and continuing beams each cut to k, then ranked together": (
+        "beam.filter",
+        {
+            "sampling.py": [
+                (
+                    "        best = self.logprob_sums.topk(min(k, len(self))).indices\n",
+                    "        done = self.tokens[:, -1] == self.tokenizer.eos_token_id\n"
+                    "        going, ended = (~done).nonzero()[:, 0], done.nonzero()[:, 0]\n"
+                    "        going = going[self.logprob_sums[going].topk(min(k, len(going))).indices]\n"
+                    "        ended = ended[self.logprob_sums[ended].topk(min(k, len(ended))).indices]\n"
+                    "        best = torch.cat([going, ended])\n"
+                    "        best = best[self.logprob_sums[best].argsort(descending=True)]\n",
+                )
+            ]
+        },
+        "ranked apart",
+    ),
     "KV cache positions from 0": (
         "kv_cache",
         {"kv_cache.py": [("self.pos_embed(tokens, past_posn)", "self.pos_embed(tokens, 0)")]},
@@ -294,6 +350,11 @@ ALTERNATIVES = {  # name: (checks that must pass, {file: [(old, new)]})
                 )
             ]
         },
+    ),
+    # Logits are defined up to one constant, which the softmax ignores: log-probabilities are logits too.
+    "temperature as log-probabilities": (
+        ["sampling.temperature"],
+        {"sampling.py": [("return logits / temperature", "return (logits / temperature).log_softmax(dim=-1)")]},
     ),
     "penalty counted in a loop": (
         ["sampling.frequency_penalty"],
@@ -468,7 +529,10 @@ def test_a_kv_cache_slip_is_located_in_the_method_that_holds_it(mistake, method,
     assert (result.file, result.line) == ("kv_cache.py", forward), (result.file, result.line, result.hint)
 
 
-@pytest.mark.parametrize("alternative", tiered(ALTERNATIVES, ("greedy returns a tensor", "top-k by masking")))
+@pytest.mark.parametrize(
+    "alternative",
+    tiered(ALTERNATIVES, ("greedy returns a tensor", "top-k by masking", "temperature as log-probabilities")),
+)
 def test_correct_code_in_another_style_passes(alternative, grade, tmp_path):
     check_ids, edits = ALTERNATIVES[alternative]
     report = by_id(grade(write_variant(tmp_path, edits), *check_ids))

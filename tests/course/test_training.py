@@ -127,6 +127,32 @@ def test_mistake_fails_at_its_check_with_its_hint(grade, tmp_path, mistake):
     assert hint in (result.hint or ""), (result.message, result.hint)
 
 
+def line_of(package, code: str) -> int:
+    """The number of the one line of the package's training.py that holds `code`."""
+    [line] = [i for i, text in enumerate((package / "training.py").read_text().splitlines(), 1) if code in text]
+    return line
+
+
+def test_a_loss_without_the_shift_is_located_at_the_line_that_computed_it(grade, tmp_path):
+    """next_token_loss's locals are recorded: the loss that differs is pointed at where it was computed."""
+    package = write_variant(tmp_path, {"training.py": NO_SHIFT})
+    result = by_id(grade(package, "training.next_token_loss"))["training.next_token_loss"]
+    line = line_of(package, "return -log_probs.gather(")
+    assert result.status == "fail" and "no shift" in (result.hint or ""), result.diagnosis()
+    assert result.divergence == (
+        f"output, the first step, already differs from the grader's own computation (training.py:{line})"
+    )
+    assert (result.file, result.line) == ("training.py", line)
+
+
+def test_zero_grad_missing_is_located_at_train_step(grade, tmp_path):
+    """train_step runs under a driver, which records no locals: the slip is placed at the learner's train_step."""
+    package = write_variant(tmp_path, {"training.py": [("    optimizer.zero_grad()\n", "")]})
+    result = by_id(grade(package, "training.train_step"))["training.train_step"]
+    assert "zero_grad is missing" in (result.hint or ""), result.diagnosis()
+    assert (result.file, result.line) == ("training.py", line_of(package, "def train_step("))
+
+
 def test_train_step_and_evaluate_name_a_failing_next_token_loss_first(grade, tmp_path):
     """Both call the learner's next_token_loss (the README says so): its failure is the one to fix first."""
     checks = ("training.next_token_loss", "training.train_step", "training.evaluate")

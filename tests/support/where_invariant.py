@@ -20,7 +20,9 @@ from grader.host.results import CheckResult, Report
 FAILING = ("fail", "error", "timeout")
 PLACE = re.compile(r" \(([\w.]+\.py):(\d+)\)$")
 NUMBER = re.compile(r"max abs diff (\S+?)(?=[ ;,)]|$)")
-REFERENCE = r"(?:GPT-2|the random reference)"
+# What a where says the learner's values differ from: the reference, or a check's own expected values (Check's
+# expected_from) where they are not the reference's (training.next_token_loss).
+REFERENCE = r"(?:GPT-2|the random reference|the grader's own computation)"
 INSIDE = r"(?:, though it was given the right input: cannot locate the difference inside your (?P<inside>\S+))?"
 # Every clause a where may hold, as grader.host.diagnose words it; a clause none of these reads is a violation.
 CLAUSES = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grader.checks import Case, Check, Target
+from grader.checks import Case, Check, Run, Target
 from grader.checks.model._common import OFFSET_DRIVER, ONE_POSITION, TOKEN_SETS, generator, offset_args, one_position
 
 if TYPE_CHECKING:
@@ -52,7 +52,8 @@ def pos_embed_cases(ref: Reference) -> list[Case]:
         mistakes = (mistakes or {}) | batch_axis_mistakes(W_pos, tokens, past_kv_pos_offset)
         out = ref.call("pos_embed", tokens, past_kv_pos_offset)
         args = offset_args(tokens, past_kv_pos_offset)
-        return Case(name, args, out, weights="pos_embed.", hint=hint, mistakes=mistakes)
+        # One step, the output: a wrong one is located at the line of the learner's that computed it.
+        return Case(name, args, out, weights="pos_embed.", hint=hint, steps={"output": out}, mistakes=mistakes)
 
     # Token ids below n_ctx first: looking positions up by token id then gives wrong values
     # rather than an index error, so the mistake is reported as a difference.
@@ -80,4 +81,5 @@ CHECK = Check(
     Target("embedding", "PosEmbed", driver=OFFSET_DRIVER),
     "positional embedding",
     pos_embed_cases,
+    run=Run(capture=("locals",)),
 )

@@ -11,18 +11,25 @@ from grader.checks.sampling._compare import drawn_from
 from grader.checks.sampling._oracle import index_returned, renormalised, softmax, unrenormalised
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
     from grader.builder.interface import Reference
 
 TOP_K_FROM_ALL = "tokens outside the k most likely were drawn: sample from the top k only"
 K_PLUS_ONE = "k + 1 tokens were kept, one too many: keep the k most likely (logits.topk(k))"
 SMALLEST_K = "the k least likely tokens were kept: keep the k most likely (topk's largest=True, or a descending sort)"
+INDEX_AS_THRESHOLD = (
+    "a token id was the threshold: sort() returns (values, indices), and the k-th largest logit is in the values "
+    "(logits.topk(k).values[-1])"
+)
 
 
 def top_k_cases(ref: Reference) -> list[Case]:
     import torch
 
     cases = []
-    for name, values, k in (("k_2", [1.0, 2.2, 0.3, 1.8, 1.1, 0.6], 2), ("k_4", [0.2, -1.0, 1.5, 0.7, 2.0, -0.3], 4)):
+    # In k_2 the k-th largest logit's token id, taken for a logit, keeps 4 tokens: not the top k, nor none.
+    for name, values, k in (("k_2", [1.05, 1.8, 0.3, 2.2, 1.1, 0.6], 2), ("k_4", [0.2, -1.0, 1.5, 0.7, 2.0, -0.3], 4)):
         logits = torch.tensor(values)
         probabilities = softmax(logits)
         order = sorted(range(len(values)), key=lambda token: -values[token])
@@ -37,9 +44,17 @@ def top_k_cases(ref: Reference) -> list[Case]:
                 (SMALLEST_K, renormalised(probabilities, order[-k:])),
                 (INDEX_NOT_MAPPED, index_returned(probabilities, top)),
                 (NOT_RENORMALISED, unrenormalised(probabilities, top)),
+                (INDEX_AS_THRESHOLD, above_index(values, order[k - 1], probabilities)),
             )
         )
     return cases
+
+
+def above_index(values: list[float], token: int, probabilities: Tensor) -> Tensor | None:
+    """What a sampler draws that keeps the logits at least `token`'s id (sort()'s indices taken for its values);
+    None where that keeps no token, and the sampler raises."""
+    kept = [t for t, value in enumerate(values) if value >= token]
+    return renormalised(probabilities, kept) if kept else None
 
 
 PAGE = "11-sampling.md"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grader.checks import Case, Check
+from grader.checks import Case, Check, Run
 from grader.checks.training._common import EXACT, training
 from grader.checks.training._oracle import cross_entropy
 
@@ -42,7 +42,9 @@ def next_token_loss_cases(ref: Reference) -> list[Case]:
             HINTS["summed"]: right.sum(),
             HINTS["sign"]: -right.mean(),
         }
-        cases.append(Case(name, [logits, tokens], right.mean(), mistakes=mistakes))
+        # One step, the output: a wrong loss is located at the line of the learner's that computed it.
+        loss = right.mean()
+        cases.append(Case(name, [logits, tokens], loss, steps={"output": loss}, mistakes=mistakes))
     return cases
 
 
@@ -54,4 +56,5 @@ CHECK = Check(
     "the next-token loss",
     next_token_loss_cases,
     **EXACT,
+    run=Run(capture=("locals",)),
 )

@@ -193,7 +193,7 @@ def first_differing_step(evidence: Evidence, steps: list, candidates: list[Candi
     gives (so that this walk, the report and its `next:` tell one story); (None, None) when no step is found to
     differ."""
     check = evidence.check
-    found = first_divergence(steps, candidates, check.tolerance, evidence.reference_name, f"{check.target.file}.py")
+    found = first_divergence(steps, candidates, check.tolerance, evidence.expected_from, f"{check.target.file}.py")
     if found is None:
         return None, None
     return [label for label, _ in steps].index(found.step), found

@@ -14,15 +14,15 @@ NO_OFFSET = (
 )
 
 
-def with_offset(ctx, args) -> torch.Tensor:
-    """target(first), or target(first, offset) for a case whose input follows cached positions."""
-    target = ctx.target_function()
+def with_offset(ctx, args, capture=None) -> torch.Tensor:
+    """target(first), or target(first, offset) for a case whose input follows cached positions; called, and recorded
+    where the check captures, as the default driver calls a target."""
     first, *offset = args
     if not offset:
-        return target(first)
+        return ctx.call(first, capture=capture)
     past_kv_pos_offset = int(offset[0])
     try:
-        inspect.signature(target).bind(first, past_kv_pos_offset)
+        inspect.signature(ctx.target_function()).bind(first, past_kv_pos_offset)
     except TypeError:  # the signature without the offset: a message, not the traceback of a call
         raise TypeError(NO_OFFSET.format(target=f"{ctx.target.name}.{ctx.target.method}")) from None
-    return target(first, past_kv_pos_offset)
+    return ctx.call(first, past_kv_pos_offset, capture=capture)
