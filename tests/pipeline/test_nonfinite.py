@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from repo import by_id, tiered, write_variant
+from repo import by_id, run_grade, tiered, write_variant
 from test_diagnosis_everywhere import FORMATS, alone
 from test_mistakes import FUTURE
 from test_render_formats import schema
@@ -92,6 +92,8 @@ EVERY_CHECK = tiered(list(CHECKS), [check_id for check_id in CHECKS if check_id 
 @pytest.mark.parametrize("fill", list(FILLS))
 @pytest.mark.parametrize("check_id", EVERY_CHECK)
 def test_every_check_fails_and_says_so_in_every_format(check_id, fill, reference):
+    """The check fails with one line that says what its output holds (its first NaN or inf and where); a check with
+    steps adds, to its where, the first of them to hold one; each format shows the message, the JSON valid."""
     result = judged(check_id, fill, reference)
     assert result.status == "fail", (result.status, result.message)
     assert result.message and "\n" not in result.message, result.message
@@ -112,8 +114,8 @@ def test_every_check_fails_and_says_so_in_every_format(check_id, fill, reference
 
 @pytest.mark.parametrize("fill", list(FILLS))
 def test_the_whole_run_renders_in_every_format(fill, reference, tmp_path):
-    """Every check at once, each naming its failing parts, rendered as `grade` renders a run (the HTML page's
-    figures drawn): every format written, nothing raised."""
+    """Every check at once, each naming its failing parts, rendered and published as `grade` does a run (GitHub's
+    summary and annotations, Classroom 50's files): every format written, nothing raised."""
     results = [judged(check_id, fill, reference) for check_id in CHECKS if check_id not in SLOW]
     report = Report(reference.kind, "pkg", with_failing_parts(results), sandbox="sandbox: on")
     every_format(report, tmp_path, draw=False)
@@ -125,18 +127,20 @@ def test_the_whole_run_renders_in_every_format(fill, reference, tmp_path):
 DIAGONAL_HIDDEN = {"attention.py": [(FUTURE, "torch.triu(all_ones, diagonal=past_kv_pos_offset)")]}
 OFFSET_ONE_SHORT = {"kv_cache.py": [("self.cfg.d_head**0.5, past_posn)", "self.cfg.d_head**0.5, past_posn - 1)")]}
 CRASH_VARIANTS = {"the diagonal hidden": DIAGONAL_HIDDEN, "the cache's mask offset one short": OFFSET_ONE_SHORT}
-GRADED_AT = ("attention.causal_mask", "attention", "kv_cache")
+# The checks each is graded at: the mask's own check tells the two apart.
+GRADED_AT = {"the diagonal hidden": ("attention.causal_mask", "attention", "kv_cache")}
 
 
 @pytest.fixture(scope="module")
 def crash_variant(grade, tmp_path_factory):
-    """name -> (the package, its report at GRADED_AT), each graded once, when a test first asks."""
+    """name -> (the package, its report at GRADED_AT, else the mask's check and the cache's), each graded once, when
+    a test first asks."""
     done = {}
 
     def graded(name: str):
         if name not in done:
             package = write_variant(tmp_path_factory.mktemp("nonfinite"), CRASH_VARIANTS[name])
-            done[name] = package, grade(package, *GRADED_AT)
+            done[name] = package, grade(package, *GRADED_AT.get(name, ("attention.causal_mask", "kv_cache")))
         return done[name]
 
     return graded
@@ -184,3 +188,21 @@ def test_each_nan_mistake_is_named_at_its_line(name, crash_variant):
     assert check.file == file and check.line in function_lines(package / file, function), (check.file, check.line)
     mask_passes = results["attention.causal_mask"].status == "pass"
     assert mask_passes is (check_id == "kv_cache"), results["attention.causal_mask"].message
+
+
+@pytest.mark.slow  # a `grade` command of its own
+@pytest.mark.parametrize("name", CRASH_VARIANTS)
+def test_the_grade_command_writes_every_report(name, reference, tmp_path):
+    """`grade` as a learner runs it, on the variant: no traceback, the exit code of a failing grading, and every file
+    it was asked for written, each read back (JSON and Gradescope's against their schemas)."""
+    package = write_variant(tmp_path, CRASH_VARIANTS[name])
+    files = {option: tmp_path / f"report.{option}" for option in ("json", "junit", "gradescope", "html")}
+    options = [item for option, path in files.items() for item in (f"--{option}", str(path))]
+    done = run_grade("--reference", "random", "--exercises", str(package), *options, "kv_cache")
+    assert done.returncode == 1 and "Traceback" not in done.stderr + done.stdout, done.stderr
+    report = json.loads(files["json"].read_text())
+    jsonschema.validate(report, schema("report.schema.json"))
+    (kv_cache,) = report["checks"]
+    assert kv_cache["status"] == "fail" and kv_cache["hint"].startswith(ONE_SHORT), kv_cache
+    jsonschema.validate(json.loads(files["gradescope"].read_text()), schema("gradescope-results.schema.json"))
+    assert "<failure" in files["junit"].read_text() and kv_cache["message"][:40] in files["html"].read_text()
