@@ -47,7 +47,6 @@ NOT_VALUES = {
     "beam.search": "the beams",
 }
 CHECKS = {check.id: check for check in registry()}
-SLOW = ("interp.logit_lens",)  # every layer's logits: seconds to judge
 
 
 def filled(expected: np.ndarray, fill: str) -> np.ndarray:
@@ -86,11 +85,8 @@ def judged(check_id: str, fill: str, reference):
     return JUDGED[key]
 
 
-EVERY_CHECK = tiered(list(CHECKS), [check_id for check_id in CHECKS if check_id not in SLOW])
-
-
 @pytest.mark.parametrize("fill", list(FILLS))
-@pytest.mark.parametrize("check_id", EVERY_CHECK)
+@pytest.mark.parametrize("check_id", CHECKS)
 def test_every_check_fails_and_says_so_in_every_format(check_id, fill, reference):
     """The check fails with one line that says what its output holds (its first NaN or inf and where); a check with
     steps adds, to its where, the first of them to hold one; each format shows the message, the JSON valid."""
@@ -116,7 +112,7 @@ def test_every_check_fails_and_says_so_in_every_format(check_id, fill, reference
 def test_the_whole_run_renders_in_every_format(fill, reference, tmp_path):
     """Every check at once, each naming its failing parts, rendered and published as `grade` does a run (GitHub's
     summary and annotations, Classroom 50's files): every format written, nothing raised."""
-    results = [judged(check_id, fill, reference) for check_id in CHECKS if check_id not in SLOW]
+    results = [judged(check_id, fill, reference) for check_id in CHECKS]
     report = Report(reference.kind, "pkg", with_failing_parts(results), sandbox="sandbox: on")
     every_format(report, tmp_path, draw=False)
     assert {check.status for check in report.checks} == {"fail"}
