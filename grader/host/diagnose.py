@@ -322,18 +322,48 @@ def matching_mistake(
     expected: np.ndarray | None = None,
 ) -> str | None:
     """The hint of the first known mistake whose output the learner's output equals, as the check's own
-    comparison judges equal; without one (allclose), elementwise with NaN and inf where the mistake has them.
+    comparison judges equal; without one (allclose), or where the mistake's output holds NaN or inf (which no
+    comparison passes), elementwise with NaN and inf where the mistake has them.
     A mistake whose output equals `expected` (the right answer) here is never named: on this input it
     changes nothing, so a failing output cannot be its doing."""
     for hint, output in mistakes:
         if comparison is not None:
-            if comparison(actual, output, tolerance).ok:
+            if comparison(actual, output, tolerance).ok or (
+                not_finite(output) and same_values(actual, output, tolerance)
+            ):
                 return hint
             continue
         if expected is not None and same_values(output, expected, tolerance):
             continue
         if same_values(actual, output, tolerance):
             return hint
+    return None
+
+
+def not_finite(values: np.ndarray) -> bool:
+    """Whether floating values hold a NaN or an inf."""
+    return values.dtype.kind == "f" and not np.isfinite(values).all()
+
+
+def where_said(
+    divergence: Divergence | None, actual: np.ndarray, candidates: list[Candidate], own_file: str = ""
+) -> str | None:
+    """The where a report gives: the divergence's text, then, of an output holding NaN or inf, the learner's first
+    tensor to hold one (`non_finite_origin`)."""
+    origin = non_finite_origin(candidates, own_file) if not_finite(actual) else None
+    return "; ".join(text for text in (divergence and divergence.text, origin) if text) or None
+
+
+def non_finite_origin(candidates: list[Candidate], own_file: str = "") -> str | None:
+    """ "a NaN first appears in your attn_pattern": the first tensor the learner's code computed (at a line of
+    `own_file`) that holds a NaN or an inf, -inf aside (a masked score); None when none does. Its line is not given:
+    a right step can make the first NaN (a softmax over a row that a wrong mask hid entirely)."""
+    for candidate in candidates:
+        value = candidate.value
+        if candidate.line and own_file in ("", candidate.file) and value.dtype.kind == "f":
+            kind = "a NaN" if np.isnan(value).any() else "an inf" if (value == np.inf).any() else None
+            if kind:
+                return f"{kind} first appears in your {shown(candidate.name)}"
     return None
 
 

@@ -21,6 +21,7 @@ from grader.host.diagnose import (
     named_step,
     raised_on,
     weights_mismatch,
+    where_said,
 )
 from grader.host.figures import difference
 from grader.host.refcache import ReferenceData
@@ -314,15 +315,11 @@ def diagnose(evidence: Evidence, case: str) -> Diagnosis:
     check = evidence.check
     actual, expected = evidence.output(case), evidence.expected[case]
     hint = matching_mistake(actual, evidence.mistakes(case), check.tolerance, check.comparison, expected)
-    divergence = first_divergence(
-        evidence.steps(case),
-        evidence.candidates(case),
-        check.tolerance,
-        evidence.expected_from,  # "GPT-2", or the check's own words (the grader's own computation)
-        own_file=f"{check.target.file}.py",  # a sublayer's lines are its own check's to name
-    )
+    own_file, candidates = f"{check.target.file}.py", evidence.candidates(case)  # a sublayer's lines: its own check's
+    divergence = first_divergence(evidence.steps(case), candidates, check.tolerance, evidence.expected_from, own_file)
     place = (divergence.file, divergence.line) if divergence and divergence.line else method_of(hint, evidence)
-    return Diagnosis(hint, divergence.text if divergence else None, place, difference(evidence, case))
+    said = where_said(divergence, actual, candidates, own_file)
+    return Diagnosis(hint, said, place, difference(evidence, case))
 
 
 def method_of(hint: str | None, evidence: Evidence) -> tuple[str, int] | None:

@@ -37,14 +37,18 @@ def validate(actual: np.ndarray, expected: np.ndarray, allow_minus_inf: bool = F
         return CaseComparison(False, f"output shape {tuple(actual.shape)}, expected {tuple(expected.shape)}", **shapes)
     if not np.issubdtype(actual.dtype, np.floating):
         return CaseComparison(False, f"output dtype {actual.dtype}, expected a floating dtype", **shapes)
-    bad = ~np.isfinite(actual) & ~(allow_minus_inf & (actual == -np.inf))
-    if bad.any():
-        index = first_index(bad)
-        kind = "NaN" if np.isnan(actual[index]) else "inf"
-        return CaseComparison(
-            False, f"output has {int(bad.sum())} non-finite values, the first a {kind} at index {index}", **shapes
-        )
-    return None
+    said = non_finite(actual, ~np.isfinite(actual) & ~(allow_minus_inf & (actual == -np.inf)))
+    return CaseComparison(False, said, **shapes) if said else None
+
+
+def non_finite(actual: np.ndarray, bad: np.ndarray) -> str | None:
+    """ "output has 3 non-finite values, the first a NaN at index (0, 1)" for the values `bad` marks, else None."""
+    if not bad.any():
+        return None
+    index = first_index(bad)
+    value = float(actual[index])
+    kind = "a NaN" if np.isnan(value) else "an inf" if value > 0 else "a -inf"
+    return f"output has {int(bad.sum())} non-finite values, the first {kind} at index {index}"
 
 
 def allclose(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> CaseComparison:

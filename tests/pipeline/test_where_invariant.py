@@ -67,6 +67,15 @@ def test_a_where_that_cannot_locate_may_leave_the_result_at_the_checks_own_line(
     assert violations(result, *variant, steps={"x", "f"}) == []
 
 
+def test_where_a_nan_first_appears_follows_the_place_and_is_held_to_the_names_too(variant):
+    """The clause a NaN output adds names a tensor without its line (a right step may make the first NaN): the place
+    before it is still checked, and so is the name."""
+    said = "x matches GPT-2; y is the first step that does not ({}:2); a NaN first appears in your {}"
+    assert violations(failing(said.format("toy.py", "y")), *variant, steps={"x"}) == []
+    problems = violations(failing(said.format("other.py", "w"), "other.py"), *variant, steps={"x"})
+    assert any("did not edit" in problem for problem in problems) and any("names w" in p for p in problems), problems
+
+
 def test_a_message_number_that_is_not_the_tables_is_a_violation(variant):
     result = failing(None, message="differs on a: max abs diff 0.5 at index (0,)")
     assert violations(dataclasses.replace(result, max_abs_diff=0.5), *variant, steps=set()) == []

@@ -18,7 +18,7 @@ from pathlib import Path
 from grader.host.results import CheckResult, Report
 
 FAILING = ("fail", "error", "timeout")
-PLACE = re.compile(r" \(([\w.]+\.py):(\d+)\)$")
+PLACE = re.compile(r" \(([\w.]+\.py):(\d+)\)(?=; |$)")  # a clause without a place may follow (a NaN's origin)
 NUMBER = re.compile(r"max abs diff (\S+?)(?=[ ;,)]|$)")
 # What a where says the learner's values differ from: the reference, or a check's own expected values (Check's
 # expected_from) where they are not the reference's (training.next_token_loss).
@@ -34,6 +34,7 @@ CLAUSES = [
         rf"order))?{INSIDE}$"
     ),
     re.compile(r"^.+ changes an argument in place$"),  # grader.host.verdict's, the learner's line of code quoted
+    re.compile(r"^(?:a NaN|an inf) first appears in your (?P<name>.+)$"),
 ]
 NAMED_BY_EVERY_FUNCTION = {"return value"}  # what a function returns, which the code names by `return`
 EXEMPT: dict[str, str] = {}  # test node id: why its variants may break the invariant (none so far)

@@ -43,7 +43,7 @@ def test_validate_counts_non_finite_values_and_names_the_first():
     comparison = validate(actual, X)
     assert comparison.message == "output has 3 non-finite values, the first a NaN at index (0, 1)"
     actual[0, 1] = 2.0
-    assert validate(actual, X).message == "output has 2 non-finite values, the first a inf at index (1, 0)"
+    assert validate(actual, X).message == "output has 2 non-finite values, the first an inf at index (1, 0)"
 
 
 def test_validate_allows_minus_inf_only_when_asked():

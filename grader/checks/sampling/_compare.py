@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from grader.checks import Tolerance
-from grader.shared.compare import CaseComparison
+from grader.shared.compare import CaseComparison, non_finite
 
 DRAWS = 2000  # a round; a case the first round leaves undecided gets a second (draws_again)
 ROUNDS = 2
@@ -59,9 +59,13 @@ def close(actual, expected, tolerance: Tolerance) -> CaseComparison:
         return CaseComparison(
             False, f"output shape {actual.shape}, expected {expected.shape}", **_shapes(actual, expected)
         )
-    diff = np.abs(actual - expected)
-    good = diff <= tolerance.atol + tolerance.rtol * np.abs(expected)  # NaN anywhere: not good
-    max_abs_diff = float(np.nanmax(diff)) if diff.size and not np.isnan(diff).all() else None
+    said = non_finite(actual, ~np.isfinite(actual) & np.isfinite(expected))
+    if said:  # no difference to give: NaN or inf where the answer is a number
+        return CaseComparison(False, said, **_shapes(actual, expected))
+    with np.errstate(invalid="ignore"):  # inf - inf: equal infinities differ by nothing
+        diff = np.where(actual == expected, 0.0, np.abs(actual - expected))
+        good = (diff <= tolerance.atol + tolerance.rtol * np.abs(expected)) & (diff < np.inf)
+    max_abs_diff = float(diff.max()) if diff.size else 0.0
     if good.all():
         return CaseComparison(True, "", max_abs_diff, 1.0, **_shapes(actual, expected))
     index = tuple(int(i) for i in np.argwhere(~good)[0])
