@@ -20,13 +20,13 @@ from grader.host.diagnose import (
     matching_mistake,
     named_step,
     raised_on,
-    weights_mismatch,
     where_said,
 )
 from grader.host.figures import difference
 from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, CheckStatus, reference_name
 from grader.host.runner import Outcome
+from grader.host.weights_diagnosis import weights_mismatch
 from grader.shared import wire
 from grader.shared.compare import CaseComparison, allclose, modified_in_place
 

@@ -36,7 +36,7 @@ BY_TOKEN_ID = (
     "its token (self.pos_embed(tokens) reads only the shape of tokens)"
 )
 # A slip of widths never runs: the learner's module does not load, and what a case holds of it is the shape it gives
-# a parameter (grader.host.diagnose.weights_mismatch).
+# a parameter (grader.host.weights_diagnosis.weights_mismatch).
 POSITION_WIDTH = (
     "pos_embed.W_pos is (n_ctx, d_model): PosEmbed was built at cfg.d_model, so the stream would be d_token + d_model "
     "wide; build it at cfg.d_model - d_token, so that the two halves add up to d_model"
