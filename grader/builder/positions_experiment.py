@@ -285,9 +285,11 @@ def main(argv: list[str] | None = None) -> int:
             "experiment-positions: --steps must be at least 1, --seeds at least 2 (a spread needs two)", file=sys.stderr
         )
         return 2
+    exercises = args.exercises.resolve()
     return run_learner_code(
         "experiment-positions",
-        lambda: experiment(args.exercises.resolve(), args.steps, args.seeds, args.out),
+        exercises,
+        lambda: experiment(exercises, args.steps, args.seeds, args.out),
         "grade training and grade experiments",
     )
 

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from grader.learner.package import learner_frame, one_line
 from grader.shared.commands import tool_parser
 from grader.shared.plots import loss_curve
 
@@ -94,17 +95,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_learner_code(command: str, run: Callable[[], dict[str, Path]], graded_by: str) -> int:
-    """`run()`, which runs the learner's code and writes files, as a command: 0 with the files it wrote, 1 with one
-    line while the learner's code is not finished (`graded_by`: the grade command that says where)."""
+def run_learner_code(command: str, exercises: Path, run: Callable[[], dict[str, Path]], graded_by: str) -> int:
+    """`run()`, which runs the learner's code in `exercises` and writes files, as a command: 0 with the files it
+    wrote, 1 with one line naming the function not finished yet (`graded_by`: the grade command that grades it)."""
     try:
         written = run()
     except NotImplementedError as error:
-        said = error or "NotImplementedError"
-        print(f"{command}: your code is not finished: {said} ({graded_by} says where)", file=sys.stderr)
+        said = f"{command}: your code is not finished: {unfinished(error, exercises)}"
+        print(f"{said} ({graded_by} says what else is left)", file=sys.stderr)
         return 1
     print("wrote " + ", ".join(str(path) for path in written.values()))
     return 0
+
+
+def unfinished(error: NotImplementedError, exercises: Path) -> str:
+    """Where the learner's code raised `error`: its function and file:line (as a path from here where it can be),
+    or the error alone when it did not come from the learner's files."""
+    place = learner_frame(error, exercises)
+    if place is None:
+        return one_line(error)
+    folder = exercises.relative_to(Path.cwd()) if exercises.is_relative_to(Path.cwd()) else exercises
+    return f"{place.function} raises {one_line(error)} at {folder / place.file}:{place.line}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 1:
         print("train: --steps must be at least 1", file=sys.stderr)
         return 2
-    return run_learner_code("train", lambda: train(args.exercises.resolve(), args.steps, args.out), "grade training")
+    exercises = args.exercises.resolve()
+    return run_learner_code("train", exercises, lambda: train(exercises, args.steps, args.out), "grade training")
 
 
 if __name__ == "__main__":

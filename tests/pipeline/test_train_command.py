@@ -8,7 +8,16 @@ import subprocess
 import sys
 
 import pytest
-from repo import EXERCISES, REPO, SOLUTIONS
+from repo import EXERCISES, REPO, SOLUTIONS, write_variant
+
+RETURN_OF_EMBED = "        return self.W_E[tokens]\n"
+
+
+def unfinished_embed(directory):
+    """The solutions with Embed.forward left as a stub leaves it, and the line of its `raise`."""
+    package = write_variant(directory, {"embedding.py": [(RETURN_OF_EMBED, "        raise NotImplementedError()\n")]})
+    lines = (package / "embedding.py").read_text().splitlines()
+    return package, lines.index("        raise NotImplementedError()") + 1
 
 
 def train(*args: str) -> subprocess.CompletedProcess:
@@ -42,3 +51,11 @@ def test_unfinished_exercises_are_one_line(tmp_path):
     ran = train("--exercises", str(EXERCISES), "--steps", "2", "--out", str(tmp_path))
     assert ran.returncode == 1 and ran.stderr.strip().count("\n") == 0, ran.stderr
     assert ran.stderr.startswith("train: your code is not finished") and not (tmp_path / "model.pt").exists()
+
+
+def test_unfinished_code_is_named_with_its_file_and_line(tmp_path):
+    package, line = unfinished_embed(tmp_path)
+    ran = train("--exercises", str(package), "--steps", "2", "--out", str(tmp_path / "out"))
+    assert ran.returncode == 1, ran.stderr
+    expected = f"Embed.forward raises NotImplementedError at {package / 'embedding.py'}:{line}"
+    assert ran.stderr.strip() == f"train: your code is not finished: {expected} (grade training says what else is left)"
