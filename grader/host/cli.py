@@ -1,6 +1,7 @@
 """`grade`: arguments -> reference -> learner's process -> verdicts -> renderers -> exit code.
 
-Heavy modules (torch, rich) are imported only once a command needs them, so `grade --help` is quick.
+Everything beyond the parser (the runner, pydantic, numpy, rich; torch only in the learner's process) is imported
+once the arguments are parsed, and only what the command needs, so `grade --help` is quick.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from grader.host.limits import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
 from grader.host.render import RENDERERS, Unusable
-from grader.host.runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
 from grader.shared.paths import REPO_ROOT, default_exercises
 
 if TYPE_CHECKING:
