@@ -42,15 +42,16 @@ def plot(losses: list[float], path: Path) -> None:
     loss_curve(losses, "your Trainer on the standard library's docs").savefig(path, format="png")
 
 
-def sample(model, prompt, n_tokens: int):
-    """`n_tokens` more tokens after `prompt` (1-D), each drawn from the model's next-token distribution."""
+def sample(model, prompt, n_tokens: int, never: int):
+    """`n_tokens` more tokens after `prompt` (1-D), each drawn from the model's next-token distribution without
+    token `never`."""
     import torch
 
     tokens = prompt[None]
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():  # sampling only: no gradients to keep
         for _ in range(n_tokens):
-            logits = model(tokens[:, -POSN:])[0, -1]
+            logits = model(tokens[:, -POSN:])[0, -1].index_fill(0, torch.tensor(never), -torch.inf)
             token = torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
             tokens = torch.cat([tokens, token[None]], dim=1)
     return tokens[0]
@@ -60,6 +61,7 @@ def train(exercises: Path, steps: int, out: Path) -> dict[str, Path]:
     import torch
 
     from grader.builder import corpus
+    from grader.builder.corpus import RARE_TEXT
     from grader.builder.tokenizer import offline_tokenizer
 
     torch.set_num_threads(1)  # the model's matrices are too small to share between threads
@@ -78,12 +80,14 @@ def train(exercises: Path, steps: int, out: Path) -> dict[str, Path]:
     plot(losses, written["plot"])
     torch.save(model.state_dict(), written["checkpoint"])
     prompt = text.held_out[:PROMPT_TOKENS]
-    generated = sample(model, prompt, SAMPLED_TOKENS)
+    # Corpus.capped's last id stands for every rarer token and has no text of its own (it reads as RARE_TEXT, �):
+    # about a tenth of the corpus, it would be a tenth of the sample.
+    generated = sample(model, prompt, SAMPLED_TOKENS, never=text.d_vocab - 1)
     tokenizer = offline_tokenizer()
     said = f"{text.decode(prompt, tokenizer)}[...]{text.decode(generated[PROMPT_TOKENS:], tokenizer)}"
     written["sample"].write_text(said + "\n", encoding="utf-8")
     print(f"held-out loss {loss:.3f}, next-token accuracy {accuracy:.1%} after {steps} steps")
-    print(f"sample (prompt, then [...] and your model's text):\n{said}")
+    print(f"sample (prompt, then [...] and your model's text; {RARE_TEXT} in the prompt: a rarer token):\n{said}")
     return written
 
 
