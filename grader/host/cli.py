@@ -71,9 +71,8 @@ def parser() -> argparse.ArgumentParser:
     )
     where = "where your modules, GPT-2's weights and the inputs go (default: cpu); auto: cuda, else mps, else cpu"
     p.add_argument("--device", choices=DEVICES, default="cpu", help=where)
-    add_switches(
-        p, {"--trace": "print every tensor your code names, with its shape and GPT-2's, and the step it equals"}
-    )
+    traced = "print every tensor your code names or returns, with its shape and GPT-2's, and the step it equals"
+    add_switches(p, {"--trace": traced})
     confinement = {
         "--require-sandbox": "refuse to grade where the sandbox is not available (Gradescope, batch grading)",
         "--no-sandbox": "run checks unconfined (for debugging the grader; reports say so)",
