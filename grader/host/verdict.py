@@ -203,7 +203,8 @@ def notes(evidence: Evidence) -> list[str]:
         return []
     outputs = {name: evidence.output(name) for name in evidence.reply.outputs}
     facts = {"param_counts": evidence.reply.param_counts, "outputs": outputs, "expected": evidence.expected}
-    return evidence.check.notes(facts | {"reference_param_counts": evidence.reference_param_counts})
+    facts |= {"reference_param_counts": evidence.reference_param_counts, "reference": evidence.reference_name}
+    return evidence.check.notes(facts)
 
 
 def run_notes(outcome: Outcome) -> list[str]:
