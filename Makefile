@@ -42,8 +42,8 @@ grade: $(VENV)/.installed
 train: $(VENV)/.installed
 	$(VENV)/bin/python -m grader.builder.train $(ARGS)
 
-# Part 6: positions concatenated or added, your models trained from 3 seeds each (2-3 minutes on 2 cores);
-# a table and a plot in experiment-output/.
+# Part 6: positions concatenated or added, your models trained from 3 seeds each (about 8 minutes of CPU time, so
+# 4 minutes or more on 2 cores); a table and a plot in experiment-output/.
 experiment-positions: $(VENV)/.installed
 	$(VENV)/bin/python -m grader.builder.positions_experiment $(ARGS)
 

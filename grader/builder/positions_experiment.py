@@ -22,9 +22,10 @@ held-out sequences and scored on the other half; its number is the fraction of p
 
 Each seed sets the initial weights and the training batches (the same batches for every model), so the results
 are the same on every run with the same seeds. The runs share the machine's cores, one process and one torch thread
-each: about 2 minutes on 2 free cores. It writes to DIR (default experiment-output/) `positions.png` (every run's loss
-curve, the held-out losses and the probe's scores) and `positions.md` (the table it prints). Nothing is graded: this
-runs your code in this process and its workers, as a notebook would.
+each: about 8 minutes of CPU time in all at the defaults, so 4 minutes or more on 2 cores. It writes to DIR (default
+experiment-output/) `positions.png` (every run's loss curve, the held-out losses and the probe's scores) and
+`positions.md` (the table it prints). Nothing is graded: this runs your code in this process and its workers, as a
+notebook would.
 """
 
 from __future__ import annotations
@@ -285,9 +286,11 @@ def main(argv: list[str] | None = None) -> int:
             "experiment-positions: --steps must be at least 1, --seeds at least 2 (a spread needs two)", file=sys.stderr
         )
         return 2
+    exercises = args.exercises.resolve()
     return run_learner_code(
         "experiment-positions",
-        lambda: experiment(args.exercises.resolve(), args.steps, args.seeds, args.out),
+        exercises,
+        lambda: experiment(exercises, args.steps, args.seeds, args.out),
         "grade training and grade experiments",
     )
 

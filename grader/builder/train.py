@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from grader.learner.package import learner_frame, one_line
 from grader.shared.commands import tool_parser
 from grader.shared.plots import loss_curve
 
@@ -41,15 +42,16 @@ def plot(losses: list[float], path: Path) -> None:
     loss_curve(losses, "your Trainer on the standard library's docs").savefig(path, format="png")
 
 
-def sample(model, prompt, n_tokens: int):
-    """`n_tokens` more tokens after `prompt` (1-D), each drawn from the model's next-token distribution."""
+def sample(model, prompt, n_tokens: int, never: int):
+    """`n_tokens` more tokens after `prompt` (1-D), each drawn from the model's next-token distribution without
+    token `never`."""
     import torch
 
     tokens = prompt[None]
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():  # sampling only: no gradients to keep
         for _ in range(n_tokens):
-            logits = model(tokens[:, -POSN:])[0, -1]
+            logits = model(tokens[:, -POSN:])[0, -1].index_fill(0, torch.tensor(never), -torch.inf)
             token = torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
             tokens = torch.cat([tokens, token[None]], dim=1)
     return tokens[0]
@@ -59,6 +61,7 @@ def train(exercises: Path, steps: int, out: Path) -> dict[str, Path]:
     import torch
 
     from grader.builder import corpus
+    from grader.builder.corpus import RARE_TEXT
     from grader.builder.tokenizer import offline_tokenizer
 
     torch.set_num_threads(1)  # the model's matrices are too small to share between threads
@@ -77,12 +80,14 @@ def train(exercises: Path, steps: int, out: Path) -> dict[str, Path]:
     plot(losses, written["plot"])
     torch.save(model.state_dict(), written["checkpoint"])
     prompt = text.held_out[:PROMPT_TOKENS]
-    generated = sample(model, prompt, SAMPLED_TOKENS)
+    # Corpus.capped's last id stands for every rarer token and has no text of its own (it reads as RARE_TEXT, �):
+    # about a tenth of the corpus, it would be a tenth of the sample.
+    generated = sample(model, prompt, SAMPLED_TOKENS, never=text.d_vocab - 1)
     tokenizer = offline_tokenizer()
     said = f"{text.decode(prompt, tokenizer)}[...]{text.decode(generated[PROMPT_TOKENS:], tokenizer)}"
     written["sample"].write_text(said + "\n", encoding="utf-8")
     print(f"held-out loss {loss:.3f}, next-token accuracy {accuracy:.1%} after {steps} steps")
-    print(f"sample (prompt, then [...] and your model's text):\n{said}")
+    print(f"sample (prompt, then [...] and your model's text; {RARE_TEXT} in the prompt: a rarer token):\n{said}")
     return written
 
 
@@ -94,17 +99,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_learner_code(command: str, run: Callable[[], dict[str, Path]], graded_by: str) -> int:
-    """`run()`, which runs the learner's code and writes files, as a command: 0 with the files it wrote, 1 with one
-    line while the learner's code is not finished (`graded_by`: the grade command that says where)."""
+def run_learner_code(command: str, exercises: Path, run: Callable[[], dict[str, Path]], graded_by: str) -> int:
+    """`run()`, which runs the learner's code in `exercises` and writes files, as a command: 0 with the files it
+    wrote, 1 with one line naming the function not finished yet (`graded_by`: the grade command that grades it)."""
     try:
         written = run()
     except NotImplementedError as error:
-        said = error or "NotImplementedError"
-        print(f"{command}: your code is not finished: {said} ({graded_by} says where)", file=sys.stderr)
+        said = f"{command}: your code is not finished: {unfinished(error, exercises)}"
+        print(f"{said} ({graded_by} says what else is left)", file=sys.stderr)
         return 1
     print("wrote " + ", ".join(str(path) for path in written.values()))
     return 0
+
+
+def unfinished(error: NotImplementedError, exercises: Path) -> str:
+    """Where the learner's code raised `error`: its function and file:line (as a path from here where it can be),
+    or the error alone when it did not come from the learner's files."""
+    place = learner_frame(error, exercises)
+    if place is None:
+        return one_line(error)
+    folder = exercises.relative_to(Path.cwd()) if exercises.is_relative_to(Path.cwd()) else exercises
+    return f"{place.function} raises {one_line(error)} at {folder / place.file}:{place.line}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 1:
         print("train: --steps must be at least 1", file=sys.stderr)
         return 2
-    return run_learner_code("train", lambda: train(args.exercises.resolve(), args.steps, args.out), "grade training")
+    exercises = args.exercises.resolve()
+    return run_learner_code("train", exercises, lambda: train(exercises, args.steps, args.out), "grade training")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """`grade`: arguments -> reference -> learner's process -> verdicts -> renderers -> exit code.
 
-Heavy modules (torch, rich) are imported only once a command needs them, so `grade --help` is quick.
+Everything beyond the parser (the runner, pydantic, numpy, rich; torch only in the learner's process) is imported
+once the arguments are parsed, and only what the command needs, so `grade --help` is quick.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from grader.host.limits import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
 from grader.host.render import RENDERERS, Unusable
-from grader.host.runner import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
 from grader.shared.paths import REPO_ROOT, default_exercises
 
 if TYPE_CHECKING:
@@ -70,9 +71,8 @@ def parser() -> argparse.ArgumentParser:
     )
     where = "where your modules, GPT-2's weights and the inputs go (default: cpu); auto: cuda, else mps, else cpu"
     p.add_argument("--device", choices=DEVICES, default="cpu", help=where)
-    add_switches(
-        p, {"--trace": "print every tensor your code names, with its shape and GPT-2's, and the step it equals"}
-    )
+    traced = "print every tensor your code names or returns, with its shape and GPT-2's, and the step it equals"
+    add_switches(p, {"--trace": traced})
     confinement = {
         "--require-sandbox": "refuse to grade where the sandbox is not available (Gradescope, batch grading)",
         "--no-sandbox": "run checks unconfined (for debugging the grader; reports say so)",

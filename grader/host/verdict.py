@@ -206,7 +206,8 @@ def notes(evidence: Evidence) -> list[str]:
         return []
     outputs = {name: evidence.output(name) for name in evidence.reply.outputs}
     facts = {"param_counts": evidence.reply.param_counts, "outputs": outputs, "expected": evidence.expected}
-    return evidence.check.notes(facts | {"reference_param_counts": evidence.reference_param_counts})
+    facts |= {"reference_param_counts": evidence.reference_param_counts, "reference": evidence.reference_name}
+    return evidence.check.notes(facts)
 
 
 def run_notes(outcome: Outcome) -> list[str]:
@@ -332,7 +333,7 @@ def method_of(hint: str | None, evidence: Evidence) -> tuple[str, int] | None:
 
 
 def trace_lines(evidence: Evidence) -> list[dict]:
-    """Every tensor the learner's code named on the first case, with GPT-2's shape where known."""
+    """Every tensor the learner's code named on the first case, and what it returned, with GPT-2's shape where known."""
     captures = evidence.reply.captures
     case = next(iter(evidence.cases), None)
     if not evidence.outcome.traced or case not in captures:
@@ -345,7 +346,7 @@ def trace_lines(evidence: Evidence) -> list[dict]:
         {"tag": r.tag, "name": r.name, "shape": r.shape, "expected_shape": expected_shape(r.name, shapes)}
         | step_equality(r, case, steps, evidence)
         for r in captures[case]
-        if r.kind == "locals"
+        if r.kind == "locals" or r.name == "return"  # the target's own return: Embed's has no name
     ]
     return parameters + locals_
 
@@ -374,10 +375,9 @@ def next_step(check: Check, result: CheckResult, expected_from: str, where: wire
         return f"most likely: {result.hint}"
     if check.target.driver:  # a driver calls the learner's code without the recorder: --trace shows nothing
         return f"compare {check.target.label} ({place}) with its docstring; the message says what differs"
-    return (
-        f"compare each step of {check.target.label} ({place}) with what {expected_from} computes: "
-        f"grade {check.id} --trace prints every tensor's shape"
-    )
+    shapes = "the trace gives" if result.trace else f"grade {check.id} --trace prints"  # not again where it ran
+    said = f"compare each step of {check.target.label} ({place}) with what {expected_from} computes"
+    return f"{said}: {shapes} every tensor's shape"
 
 
 def unwritten(check: Check, where: wire.Place | None) -> str:

@@ -152,6 +152,8 @@ def test_show_prints_the_solutions_model_on_the_reference(reference):
     assert f"total: {total:,} numbers in 198 parameters (the reference's: {total:,})" in printed
     assert re.search(r"^\s+W_Q\s+\(12, 768, 64\)\s+requires_grad=True\s+589,824$", printed, re.MULTILINE)
     assert re.search(r"^\s+q\s+\(1, 7, 12, 64\)\s+# batch, posn, n_heads, d_head; = the reference's q", printed, re.M)
+    before_b_O = "# batch, posn, d_model; = the reference's output but for a bias (one vector added at every position)"
+    assert re.search(rf"^\s+attn_out\s+\(1, 7, 768\)\s+{re.escape(before_b_O)}$", printed, re.M)  # not "not the ..."
     assert "blocks.1-blocks.11: the same 16 parameters as blocks.0" in printed
     assert "missing keys (yours has, the reference's weights do not): none" in printed
     rows = prediction_rows(printed, "transformer")
@@ -182,3 +184,16 @@ def test_the_idea_reads_the_course_page_as_text_not_markdown():
     lines = first_paragraph(REPO / "docs" / "course" / "05-attention.md")
     assert any(line.strip().startswith("1 Queries, keys, values.") for line in lines), lines
     assert not [line for line in lines if "**" in line or "`" in line or len(line) > WIDTH]
+
+
+def test_trace_gives_what_a_module_returns_and_next_does_not_ask_for_the_trace_it_printed(reference, tmp_path):
+    """Embed returns W_E[tokens] unnamed: the trace still gives its shape, and a failing Embed's `next:` points at
+    the trace printed, not at running --trace again."""
+    package = write_variant(tmp_path, {"embedding.py": [("return self.W_E[tokens]", "return self.W_E[tokens] * 1.01")]})
+    traced = run_grade(*RANDOM, "--exercises", str(package), "embed", "--trace")
+    assert traced.returncode == 1, traced.stderr
+    assert re.search(r"^\[embed\] +return: \(1, 7, 768\) +expected \(1, 7, 768\)", traced.stdout, re.M), traced.stdout
+    said = " ".join(traced.stdout.split())
+    assert "the trace gives every tensor's shape" in said and "--trace prints" not in said
+    untraced = run_grade(*RANDOM, "--exercises", str(package), "embed")
+    assert "grade embed --trace prints every tensor's shape" in " ".join(untraced.stdout.split())

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from repo import REPO, SOLUTIONS, stubs
+from test_train_command import unfinished_embed
 
 MODELS = ("added", "concat 32+32", "concat 48+16")
 ROW = re.compile(r"\| (?P<model>[^|]+) \| (?P<parameters>[\d,]+) \([\d,]+\) \| (?P<loss>[\d.]+) ± [\d.]+ \| "
@@ -65,6 +66,24 @@ def test_unfinished_exercises_are_one_line(tmp_path):
     assert not (tmp_path / "positions.md").exists()
 
 
+def test_unfinished_code_is_named_with_its_file_and_line(tmp_path):
+    package, line = unfinished_embed(tmp_path)
+    ran = experiment("--exercises", str(package), "--steps", "2", "--out", str(tmp_path / "out"))
+    assert ran.returncode == 1, ran.stderr
+    said = ran.stderr.strip().removeprefix("experiment-positions: your code is not finished: ")
+    assert said.startswith(f"Embed.forward raises NotImplementedError at {package / 'embedding.py'}:{line} "), said
+
+
 def test_one_seed_is_refused_as_it_has_no_spread(tmp_path):
     ran = experiment("--exercises", str(SOLUTIONS), "--seeds", "1", "--out", str(tmp_path))
     assert ran.returncode == 2 and "--seeds at least 2" in ran.stderr
+
+
+def test_help_says_the_whole_question():
+    from grader.builder.positions_experiment import parser
+
+    question = (
+        "Part 6 as a command: does concatenating positions to the tokens, rather than adding them, help a model's "
+        "sense of position?"
+    )
+    assert " ".join(parser().format_help().split()).count(question) == 1

@@ -8,7 +8,16 @@ import subprocess
 import sys
 
 import pytest
-from repo import REPO, SOLUTIONS, stubs
+from repo import REPO, SOLUTIONS, stubs, write_variant
+
+RETURN_OF_EMBED = "        return self.W_E[tokens]\n"
+
+
+def unfinished_embed(directory):
+    """The solutions with Embed.forward left as a stub leaves it, and the line of its `raise`."""
+    package = write_variant(directory, {"embedding.py": [(RETURN_OF_EMBED, "        raise NotImplementedError()\n")]})
+    lines = (package / "embedding.py").read_text().splitlines()
+    return package, lines.index("        raise NotImplementedError()") + 1
 
 
 def train(*args: str) -> subprocess.CompletedProcess:
@@ -42,3 +51,29 @@ def test_unfinished_exercises_are_one_line(tmp_path):
     ran = train("--exercises", str(stubs()), "--steps", "2", "--out", str(tmp_path))
     assert ran.returncode == 1 and ran.stderr.strip().count("\n") == 0, ran.stderr
     assert ran.stderr.startswith("train: your code is not finished") and not (tmp_path / "model.pt").exists()
+
+
+def test_unfinished_code_is_named_with_its_file_and_line(tmp_path):
+    package, line = unfinished_embed(tmp_path)
+    ran = train("--exercises", str(package), "--steps", "2", "--out", str(tmp_path / "out"))
+    assert ran.returncode == 1, ran.stderr
+    expected = f"Embed.forward raises NotImplementedError at {package / 'embedding.py'}:{line}"
+    assert ran.stderr.strip() == f"train: your code is not finished: {expected} (grade training says what else is left)"
+
+
+def test_the_sample_never_draws_the_rare_bucket():
+    """Corpus.capped's last id stands for every rarer token and reads as U+FFFD: the sample leaves it out, even
+    from a model that favours it (as a model trained on the capped corpus does: it is a tenth of the text)."""
+    torch = pytest.importorskip("torch")
+    from grader.builder.train import sample
+
+    class FavoursTheLastId(torch.nn.Module):
+        def forward(self, tokens):
+            logits = torch.zeros(*tokens.shape, 8)
+            logits[..., 7] = 5.0  # e^5 / (e^5 + 7): the last id, 95 % of every draw
+            return logits
+
+    prompt = torch.tensor([1, 2, 3])
+    drawn = sample(FavoursTheLastId(), prompt, 40, never=7)
+    assert drawn[:3].tolist() == [1, 2, 3] and len(drawn) == 43
+    assert 7 not in drawn[3:].tolist() and len(set(drawn[3:].tolist())) > 1

@@ -86,16 +86,23 @@ def test_a_save_regrades_its_check_and_says_what_changed_and_ctrl_c_ends_it(refe
 
 @pytest.mark.slow
 @in_a_terminal
-def test_a_syntax_error_is_one_line_for_its_files_checks_and_other_files_are_ignored(reference, tmp_path):
+@pytest.mark.parametrize(("watched", "regraded", "one_line"), [
+    (("attention", "layernorm"), ("attention.causal_mask", "attention"), "attention.* (2 checks)"),  # not layernorm
+    # block.py imports attention.py: a block that passed does not stay at pass while attention.py cannot compile
+    (("attention", "block"), ("attention.causal_mask", "attention", "block"), "attention.*, block (3 checks)"),
+])  # fmt: skip
+def test_a_syntax_error_is_one_line_for_its_files_checks_and_its_importers_and_other_files_are_ignored(
+    reference, tmp_path, watched, regraded, one_line
+):
     package = write_variant(tmp_path, {})
-    child = start_watching(package, "attention", "layernorm")
+    child = start_watching(package, *watched)
     original = save(package, "attention.py", NOT_PYTHON)
     broken = next_report(child)
-    assert broken[0].endswith("attention.py saved: attention.causal_mask attention")  # not layernorm
+    assert broken[0].endswith(f"attention.py saved: {' '.join(regraded)}"), broken
     errors = [line for line in broken if "SyntaxError" in line]
-    assert len(errors) == 1 and errors[0].split()[:4] == ["attention.*", "(2", "checks)", "ERROR"], broken
+    assert len(errors) == 1 and errors[0].startswith(f"  {one_line}  ERROR"), broken
     (changed,) = [line for line in broken if "since the last run" in line]
-    assert changed.strip() == "since the last run: newly failing: attention.* (2 checks) (pass -> error)"
+    assert changed.strip() == f"since the last run: newly failing: {one_line} (pass -> error)"
 
     (package / "notes.txt").write_text("not python")
     (package / "__pycache__").mkdir()
@@ -103,7 +110,7 @@ def test_a_syntax_error_is_one_line_for_its_files_checks_and_other_files_are_ign
     save(package, "attention.py", original=original)
     mended = next_report(child)
     assert not any("notes.txt" in line or "__pycache__" in line for line in mended)
-    assert mended[0].endswith("attention.py saved: attention.causal_mask attention")
-    assert "attention: error -> pass" in " ".join(mended)
+    assert mended[0].endswith(f"attention.py saved: {' '.join(regraded)}")
+    assert all(f"{check}: error -> pass" in " ".join(mended) for check in regraded), mended
     child.kill(signal.SIGINT)
     child.expect(pexpect.EOF)

@@ -35,5 +35,45 @@ def test_a_step_named_by_an_alias_is_said_to_differ_from_the_reference_step_it_n
     variance = np.full((1, 7, 1), 1e-3)
     steps = {"mean": np.zeros((1, 7, 1)), "var": variance}
     named = Step("residual_var", [1, 7, 1], variance * 768 / 767)
-    assert step_match(named, steps, Tolerance(atol=1e-4, rtol=1e-4)) == ("var", "max abs diff 1.30e-06", False)
-    assert step_match(Step("residual_var", [1, 7, 1], variance), steps, Tolerance())[::2] == ("var", True)
+    assert step_match(named, steps, Tolerance(atol=1e-4, rtol=1e-4)) == ("var", "max abs diff 1.30e-06", "differs")
+    assert step_match(Step("residual_var", [1, 7, 1], variance), steps, Tolerance())[::2] == ("var", "equals")
+
+
+def steps_before_the_last_of_attention():
+    """The reference's output and masked scores, and what a passing attention names before each: its output before
+    b_O is added (`attn_out`), its scores before they are scaled by 1/sqrt(d_head) and masked (`attn_scores`)."""
+    import numpy as np
+
+    generator = np.random.default_rng(0)
+    output, b_O = generator.normal(size=(1, 7, 16)), generator.normal(size=16)
+    unscaled = generator.normal(size=(1, 2, 7, 7))
+    masked = np.where(np.triu(np.ones((7, 7), dtype=bool), k=1), -np.inf, unscaled / 8)
+    steps = {"attn_scores": masked, "output": output}
+    return steps, {"attn_out": output - b_O, "attn_scores": unscaled}
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    ("attn_out", "; = the reference's output but for a bias (one vector added at every position)"),
+    ("attn_scores", "; = the reference's attn_scores times 8 (a scale)"),
+])  # fmt: skip
+def test_a_passing_checks_step_before_a_bias_or_a_scale_is_said_to_be_that_step_but_for_it(name, said):
+    from grader.checks import Tolerance
+    from grader.host.modes.show import Step, step_difference
+
+    steps, named = steps_before_the_last_of_attention()
+    step = [Step(name, list(named[name].shape), named[name])]
+    assert step_difference(step, steps, Tolerance(atol=1e-4, rtol=1e-4), explained=True) == said
+    failing = step_difference(step, steps, Tolerance(atol=1e-4, rtol=1e-4), explained=False)
+    assert failing.startswith(f"; not the reference's {name.replace('attn_out', 'output')}: max abs diff ")
+
+
+def test_a_step_that_is_neither_is_said_to_differ_even_in_a_passing_check():
+    import numpy as np
+
+    from grader.checks import Tolerance
+    from grader.host.modes.show import Step, step_difference
+
+    steps, _ = steps_before_the_last_of_attention()
+    other = np.random.default_rng(1).normal(size=(1, 7, 16))
+    said = step_difference([Step("attn_out", [1, 7, 16], other)], steps, Tolerance(atol=1e-4, rtol=1e-4), True)
+    assert said.startswith("; not the reference's output: max abs diff ")

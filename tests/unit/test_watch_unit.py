@@ -12,7 +12,16 @@ from rich.console import Console
 
 from grader.checks import select
 from grader.host import pipeline
-from grader.host.modes.watch import SavedPython, Watch, changes_line, check_lines, regraded, saved_files, score_line
+from grader.host.modes.watch import (
+    SavedPython,
+    Watch,
+    changes_line,
+    check_lines,
+    regraded,
+    saved_files,
+    score_line,
+    stale,
+)
 from grader.host.pipeline import ReferenceTampered
 from grader.host.results import CheckResult, Report
 from grader.host.runner import Limits
@@ -269,3 +278,42 @@ def test_a_result_is_yielded_once_every_part_it_uses_is_judged_naming_the_failin
     ]
     attention = next(r for r in run.finished().report.checks if r.id == "attention")
     assert attention.message.startswith("your Attention.apply_causal_mask fails its own check"), attention.message
+
+
+def package_importing_attention(directory, attention: str):
+    """A package whose block.py imports attention.py and transformer.py imports block.py; layernorm's file does not."""
+    files = {
+        "attention.py": attention,
+        "block.py": "import torch\nfrom .attention import Attention\nfrom . import config\n",
+        "transformer.py": "from .block import TransformerBlock\n",
+        "normalization.py": "from .config import Config\n",
+        "config.py": "",
+    }
+    for name, source in files.items():
+        (directory / name).write_text(source)
+    return directory
+
+
+def test_a_syntax_error_makes_the_checks_of_every_file_importing_it_stale_and_only_those(tmp_path):
+    watched = select(["layernorm", "attention", "block", "transformer"])
+    broken = package_importing_attention(tmp_path, "class Attention(:\n")
+    assert stale(["attention.py"], watched, broken, {}) == {"block", "transformer"}  # attention's own: regraded
+    mended = package_importing_attention(tmp_path, "class Attention:\n    pass\n")
+    assert stale(["attention.py"], watched, mended, {}) == set()  # a save that compiles regrades its own checks
+    erred = {"block": result("block", "error", **SYNTAX), "layernorm": result("layernorm", "fail")}
+    assert stale(["attention.py"], watched, mended, erred) == {"block"}  # its error was at the saved file's line
+    assert stale(["mlp.py"], watched, mended, erred) == set()
+
+
+def test_a_syntax_error_regrades_the_checks_that_import_it_as_errors_not_passes(monkeypatch, tmp_path):
+    package = package_importing_attention(tmp_path, "class Attention(:\n")
+    stopped = {check_id: result(check_id, "error", **SYNTAX) for check_id in ("attention.causal_mask", "attention")}
+    grading = Attempts(
+        monkeypatch, FIRST | report_of(result("block", "pass")), stopped | report_of(result("block", "error", **SYNTAX))
+    )
+    session = Watch(package, select(["layernorm", "attention", "block"]), "the reference", None, rebuild=None)
+    session.report(session.grading(session.watched))
+    lines = printed_by(session, ["attention.py"])
+    assert lines[0].endswith(" attention.py saved: attention.causal_mask attention block")
+    assert grading.calls[1][0] == ["attention.causal_mask", "attention", "block"]
+    assert lines[1].split()[:5] == ["attention.*,", "block", "(3", "checks)", "ERROR"], lines

@@ -57,7 +57,8 @@ def transformer_cases(ref: Reference) -> list[Case]:
 
 
 def transformer_notes(outcome: dict) -> list[str]:
-    """Parameter counts per part and whether the learner's model predicts the same tokens."""
+    """Parameter counts per part (the unembedding apart from the embedding, which GPT-2 ties) and whether the
+    learner's model predicts the same tokens as the reference (GPT-2, or the random model offline)."""
     notes = []
     counts, expected = outcome.get("param_counts") or {}, outcome["reference_param_counts"]
     if counts:
@@ -65,14 +66,17 @@ def transformer_notes(outcome: dict) -> list[str]:
             f"{part} {counts.get(part, 0):,}" + ("" if counts.get(part, 0) == n else f" (GPT-2: {n:,})")
             for part, n in expected.items()
         ]
-        notes.append("parameters: " + ", ".join(rows))
+        tied = counts.get("total", 0) - counts.get("unembed", 0)
+        notes.append(f"parameters: {', '.join(rows)} (unembed counted apart; GPT-2 ties it to embed: {tied:,} once)")
     argmax = [
         bool((out.argmax(-1) == outcome["expected"][case].argmax(-1)).all())
         for case, out in outcome["outputs"].items()
         if out.shape == outcome["expected"][case].shape
     ]
     if argmax:
-        notes.append("same next-token argmax as GPT-2 everywhere: " + ("yes" if all(argmax) else "no"))
+        notes.append(
+            f"same next-token argmax as {outcome['reference']} everywhere: " + ("yes" if all(argmax) else "no")
+        )
     return notes
 
 

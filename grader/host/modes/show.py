@@ -2,9 +2,10 @@
 
 For each selected check: its parameters (shape, requires_grad, how many numbers) and their total beside the
 reference's; each step the learner's `forward` names, with its shape and a one-line comment (the axes, and how
-far it is from the reference's step of that name where the check kept its values); the max abs diff of the
-output; for the unembedding and the whole model the next-token predictions on the prompt, the learner's beside
-the reference's; and the whole model's missing and unexpected state_dict keys. Everything is read from what the
+far it is from the reference's step of that name where the check kept its values, or, in a passing check, that it
+is that step but for a bias or a scale: an intermediate value); the max abs diff of the output; for the unembedding
+and the whole model the next-token predictions on the prompt, the learner's beside the reference's; and the whole
+model's missing and unexpected state_dict keys. Everything is read from what the
 check's reply already carries (a `grade --trace` run records every named tensor) and from the reference entry.
 """
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.host.diagnose import equal_step, named_step
+from grader.host.diagnose import equal_step, matches_step, named_step
 from grader.host.figures import next_token_predictions
 from grader.host.render.text import fallback_banner
 from grader.host.results import CheckResult, Report
@@ -89,7 +90,7 @@ def check_printout(result: CheckResult, evidence: Evidence, weights: dict, sizes
     lines = [head + ("" if prefix is None else f", loaded with the reference's {loaded_part(prefix)} weights")]
     lines += parameter_lines(evidence.reply.parameters, reference_total(weights, prefix), root_tag(evidence, case))
     if case:
-        lines += step_lines(evidence, case, sizes)
+        lines += step_lines(evidence, case, sizes, explained=result.status == "pass")
     lines.append(difference_line(result, evidence))
     lines += prediction_lines(evidence)
     lines += key_lines(evidence, prefix)
@@ -209,7 +210,9 @@ def own_name(record: wire.Record, root: str) -> str | None:
     return None if record.tag != root or record.name.startswith("return of") else record.name
 
 
-def step_lines(evidence: Evidence, case: str, sizes: Sizes) -> list[str]:
+def step_lines(evidence: Evidence, case: str, sizes: Sizes, explained: bool = False) -> list[str]:
+    """Each step's line; `explained` (a passing check's): a tensor named as a step that is not it is said to be that
+    step but for a bias or a scale where it is (an intermediate value, `relation`), not only to differ."""
     steps = steps_of(evidence, case)
     if not steps:
         return []
@@ -223,7 +226,7 @@ def step_lines(evidence: Evidence, case: str, sizes: Sizes) -> list[str]:
         first = members[0]
         argument = "argument: " if first.argument else ""
         comment = argument + sizes.axes(first.shape, batch, posn)
-        comment += step_difference(members, reference_steps, evidence.check.tolerance)
+        comment += step_difference(members, reference_steps, evidence.check.tolerance, explained)
         lines.append(f"    {label:<{width}}  {shape_text(first.shape):<18} # {comment}")
     return lines
 
@@ -244,38 +247,65 @@ def group_label(members: list[Step]) -> str:
     return f"{first}-{last}" if first != last else f"{first} (x{len(members)})"
 
 
-def step_difference(members: list[Step], reference_steps: dict, tolerance) -> str:
+def step_difference(members: list[Step], reference_steps: dict, tolerance, explained: bool = False) -> str:
     """ "; = the reference's blocks.0-blocks.11 (max abs diff 2.1e-07)": the reference's step each tensor equals (in
     any axis order), found by value whatever its name, where the check kept the values; else, for a tensor named
-    as a step, how far it is from that step, or that its shape differs."""
-    found = [step_match(step, reference_steps, tolerance) for step in members]
+    as a step, how it relates to that step (`relation`), how far it is from it, or that its shape differs."""
+    found = [step_match(step, reference_steps, tolerance, explained) for step in members]
     if any(f is None for f in found):
         return ""
     labels = [label for label, _, _ in found]
     span = labels[0] if len(set(labels)) == 1 else f"{labels[0]}-{labels[-1]}"
-    if any(not same for _, _, same in found):
-        differs = next(said for _, said, same in found if not same)
+    if any(state == "differs" for _, _, state in found):
+        differs = next(said for _, said, state in found if state == "differs")
         return f"; not the reference's {span}: {differs}"
+    related = [said for _, said, state in found if state == "related"]
+    if related:
+        some = "" if len(related) == len(found) else f", {len(related)} of the {len(found)}"
+        return f"; = the reference's {span}{some} {related[0]}"
     diffs = [float(d) for _, d, _ in found if not isinstance(d, str)]
     return f"; = the reference's {span}" + (f" (max abs diff {max(diffs):.2e})" if diffs else "")
 
 
-def step_match(step: Step, reference_steps: dict, tolerance) -> tuple[str, float | str, bool] | None:
-    """(the reference's step, the max abs diff or what differs, whether it matches) for one tensor."""
+def step_match(
+    step: Step, reference_steps: dict, tolerance, explained: bool = False
+) -> tuple[str, float | str, str] | None:
+    """(the reference's step, the max abs diff or what differs or how it relates, and which: "equals", "related",
+    "differs") for one tensor; how it relates only where `explained`."""
     label = None if step.value is None else equal_step(step.value, reference_steps, tolerance)
     if label is not None:
         theirs = reference_steps[label]
         same_order = step.value.shape == theirs.shape
-        return label, max_abs_diff(step.value, theirs) if same_order else "axes reordered", True
+        return label, max_abs_diff(step.value, theirs) if same_order else "axes reordered", "equals"
     label = named_step(step.name, reference_steps)  # residual_var: var
     if label is None:
         return None
     theirs = reference_steps[label]
     if list(theirs.shape) != step.shape:
-        return label, f"its shape is {shape_text(theirs.shape)}", False
+        return label, f"its shape is {shape_text(theirs.shape)}", "differs"
     if step.value is None:
-        return label, "same shape", True
-    return label, f"max abs diff {max_abs_diff(step.value, theirs):.2e}", False
+        return label, "same shape", "equals"
+    related = relation(step.value, theirs, tolerance) if explained else None  # attn_out before b_O
+    if related:
+        return label, related, "related"
+    return label, f"max abs diff {max_abs_diff(step.value, theirs):.2e}", "differs"
+
+
+def relation(yours: np.ndarray, theirs: np.ndarray, tolerance) -> str | None:
+    """How a tensor named as a step relates to that step, when it is the step but for one bias added at every
+    position, or one scale (an unscaled score): "but for a bias (...)", "times 8 (a scale)"; None when neither."""
+    kept = np.isfinite(theirs) & np.isfinite(yours)
+    if not kept.any():
+        return None
+    if kept.all():
+        bias = np.median((yours - theirs).reshape(-1, theirs.shape[-1]), axis=0)
+        if matches_step(yours, theirs + bias, tolerance):
+            return "but for a bias (one vector added at every position)"
+    large = kept & (np.abs(theirs) > np.abs(theirs[kept]).mean())  # ratios of the step's larger values only
+    scale = float(np.median(yours[large] / theirs[large])) if large.any() else 1.0
+    if matches_step(yours, theirs * scale, tolerance):
+        return f"times {scale:.4g} (a scale)"
+    return None
 
 
 def max_abs_diff(yours: np.ndarray, theirs: np.ndarray) -> float:

@@ -1,4 +1,5 @@
-"""`grade --watch`: every save regrades the checks of the saved file, on a learner's worker kept warm.
+"""`grade --watch`: every save regrades the checks of the saved file, on a learner's worker kept warm; a saved file
+that does not compile regrades the checks of the files that import it too (`stale`), which no longer import.
 
 Saves are seen through watchfiles (the Rust notify crate: inotify, FSEvents, ReadDirectoryChangesW).
 The worker is a fork server that never imports the learner's package (`grader.learner`): each
@@ -8,6 +9,7 @@ reload. Without forks (macOS, Windows) the grader starts a fresh worker for ever
 
 from __future__ import annotations
 
+import ast
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -57,6 +59,52 @@ def regraded(saved: Sequence[str], watched: Sequence[Check]) -> list[Check]:
     if any("/" in name for name in saved) or not stems <= graded_files:
         return list(watched)
     return [check for check in watched if check.target.file in stems]
+
+
+def stale(saved: Sequence[str], watched: Sequence[Check], package: Path, latest: Mapping[str, CheckResult]) -> set[str]:
+    """The watched checks a save leaves wrong beyond its own file's: those of every file that imports a saved file
+    that does not compile (they would pass on code that no longer imports), and those whose latest result is an
+    error at a line of a saved file (it may be mended). They are regraded, so the first become errors at its line."""
+    broken = {file_stem(name) for name in saved if not compiles(package / name)}
+    files = importers(package, broken)
+    last = [latest[check.id] for check in watched if check.id in latest]
+    errors_there = {result.id for result in last if result.error_place and result.file in saved}
+    return {check.id for check in watched if check.target.file in files} | errors_there
+
+
+def compiles(path: Path) -> bool:
+    try:
+        compile(path.read_bytes(), str(path), "exec")
+    except (SyntaxError, ValueError, OSError):  # ValueError: a null byte; OSError: deleted since the save
+        return False
+    return True
+
+
+def importers(package: Path, files: set[str]) -> set[str]:
+    """The package's files (stems) that import one of `files`, directly or through another, by relative imports."""
+    imports = {path.stem: imported_files(path) for path in package.glob("*.py")}
+    found: set[str] = set()
+    waiting = list(files)
+    while waiting:
+        imported = waiting.pop()
+        for importer in (name for name, names in imports.items() if imported in names and name not in found):
+            found.add(importer)
+            waiting.append(importer)
+    return found
+
+
+def imported_files(path: Path) -> set[str]:
+    """The package's files that `path` imports (`from .embedding import Embed`, `from . import embedding`)."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return set()
+    relative = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1]
+    return {
+        name
+        for node in relative
+        for name in ([node.module.split(".")[0]] if node.module else [alias.name for alias in node.names])
+    }
 
 
 STILL = {"fail": "still fails", "error": "still an error", "timeout": "still times out", "todo": "still to do"}
@@ -174,7 +222,8 @@ class Watch:
     def regrade(self, saved: Sequence[str], console: Console, show_printed: bool) -> None:
         """The compact report of one save: what was saved, a line per regraded check as soon as its result is
         known (checks that may share one error with others, one line for them all, after the last), what changed."""
-        checks = regraded(saved, self.watched)
+        own, other = regraded(saved, self.watched), stale(saved, self.watched, self.package, self.latest)
+        checks = [check for check in self.watched if check in own or check.id in other]
         stamp = time.strftime("%H:%M:%S")
         if not checks:
             console.print(Text(f"{stamp} {', '.join(saved)} saved: no watched check grades it", style="dim"))

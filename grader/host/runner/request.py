@@ -7,12 +7,9 @@ from pathlib import Path
 
 from grader.checks import Check
 from grader.host.launch import forks_here
+from grader.host.limits import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT
 from grader.host.refcache import ReferenceData
 from grader.shared import sandbox, wire
-
-DEFAULT_TIMEOUT = 60.0  # seconds per check; the whole model's check takes a few on a laptop
-DEFAULT_MEMORY_LIMIT_GB = 6.0  # memory a check's processes may add; the whole model needs about 1.5
-DEVICES = ("cpu", "cuda", "mps", "auto")
 
 
 @dataclass(frozen=True)
