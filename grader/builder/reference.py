@@ -112,6 +112,7 @@ def random_gpt2(config):
 # differ by 1e-4 at most; and an MLP that writes about 1 per component into the stream, so that what its activation
 # does shows in its output and in the logits.
 TOKEN_EMBEDDING_STD, MLP_IN_STD, MLP_OUT_STD = 0.14, 0.08, 0.02
+UNEMBEDDING_BIAS_STD = 3.0  # the logits' spread from the context is about 4
 
 
 def weight_std(name: str, n_layer: int) -> float:
@@ -140,9 +141,12 @@ def load(kind: str, seed: int = DEFAULT_INPUT_SEED) -> Reference:
     # contiguous matrix makes that copy free: the same values, in the layout of Hugging Face's lm_head.
     model.unembed.W_U = torch.nn.Parameter(model.unembed.W_U.detach().T.contiguous().T)
     if kind == "random":
-        # GPT-2 has no unembedding bias, so the loader sets b_U to zeros; make it non-trivial too.
+        # GPT-2 has no unembedding bias, so the loader sets b_U to zeros; make it non-trivial too, and nearly as wide
+        # as the logits' spread: like GPT-2's, the random model's logits then favour the same tokens whatever the
+        # context, and its greedy text repeats itself (kv_cache's penalised case needs a repetition to name a penalty
+        # that counts only the ids fed).
         with torch.no_grad():
-            model.unembed.b_U.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(MODEL_SEED))
+            model.unembed.b_U.normal_(0.0, UNEMBEDDING_BIAS_STD, generator=torch.Generator().manual_seed(MODEL_SEED))
     return Reference(model, kind, seed)
 
 
