@@ -68,8 +68,8 @@ def broadcasts_to(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance
 
 def at_its_scale(expected: np.ndarray, tolerance: Tolerance) -> Tolerance:
     """The output's tolerance for one step of the reference's, shrunk with the step's size where it is under 1: a
-    variance of 1e-3 read N-1 for N is 1e-6 off, within the output's 1e-4 but 1/767 of the step itself; a std of 0.14
-    with eps outside its root is 2e-4 of itself off, which the output's rtol would pass, and its normalised output not."""
+    variance of 1e-3 read N-1 for N is 1e-6 off, within the output's 1e-4 but 1/767 of the step itself; a std of
+    0.14 with eps outside its root is 2e-4 of itself off, which the output's rtol would pass, and the output not."""
     kept = np.abs(expected[np.isfinite(expected)]) if np.issubdtype(expected.dtype, np.floating) else np.array([])
     scale = min(1.0, float(np.sqrt(np.mean(np.square(kept, dtype=np.float64))))) if kept.size else 1.0
     return Tolerance(atol=tolerance.atol * scale, rtol=tolerance.rtol * scale)
