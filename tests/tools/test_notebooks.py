@@ -456,7 +456,7 @@ def run_config(text: str, monkeypatch) -> tuple[float, str | None]:
 
 def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_reference_build(tmp_path, monkeypatch):
     from grader.checks import registry
-    from grader.host.runner import DEFAULT_TIMEOUT
+    from grader.host.limits import DEFAULT_TIMEOUT
     from grader.host.tools.notebook_sources import course_root, write_config
 
     (tmp_path / "course" / "source" / "gpt2").mkdir(parents=True)

@@ -15,16 +15,12 @@ One module per job: `request` (the limits a check runs under, the request it is 
 """
 
 from grader.host.launch import FORK_SWITCH, forks_here
-from grader.host.limits import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
 from grader.host.runner.lanes import GPT2_LANE, STAND_IN_LANE, Schedule, parallel
 from grader.host.runner.processes import LearnerProcesses
 from grader.host.runner.replies import MAX_OUTPUTS_BYTES, Outcome, printed_lines, read_outputs
 from grader.host.runner.request import Limits
 
 __all__ = [
-    "DEFAULT_MEMORY_LIMIT_GB",
-    "DEFAULT_TIMEOUT",
-    "DEVICES",
     "FORK_SWITCH",
     "GPT2_LANE",
     "MAX_OUTPUTS_BYTES",

@@ -256,7 +256,7 @@ def repository_source(root: Path = REPO_ROOT) -> str | None:
 def cell_time_limit() -> int:
     """Seconds a test cell may take: its check's own limit, and the rest of a grading around it."""
     from grader.checks import registry
-    from grader.host.runner import DEFAULT_TIMEOUT
+    from grader.host.limits import DEFAULT_TIMEOUT
     from grader.host.tools.batch import submission_time_limit
 
     return int(max(submission_time_limit([check], DEFAULT_TIMEOUT) for check in registry()) + STARTUP_ALLOWANCE)
