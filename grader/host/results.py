@@ -62,8 +62,17 @@ class CheckResult:
         message, where the computation first leaves the reference, then what to do next (which names
         the likely mistake). A report built by hand may carry a hint without a next step: still named."""
         next_step = self.next_step or (f"most likely: {self.hint}" if self.hint else "")
-        said = (self.message, self.divergence and f"where: {self.divergence}", next_step and f"next: {next_step}")
+        said = (self.message, self.where(), next_step and f"next: {next_step}")
         return [line for line in said if line]
+
+    def where(self) -> str:
+        """The "where:" line: the first step that differs; else, for a named mistake found from the output alone (no
+        step recorded), the learner's line it was placed at, so that every format shows a place to look."""
+        if self.divergence:
+            return f"where: {self.divergence}"
+        if self.status == "fail" and self.hint and self.file and self.line:
+            return f"where: {self.file}:{self.line}" + (f" ({self.target})" if self.target else "")
+        return ""
 
     @property
     def shown_diff(self) -> str:

@@ -65,7 +65,8 @@ def alone(check: CheckResult) -> Report:
 def expected_lines(check: CheckResult, fragment: str) -> list[str]:
     """The diagnosis as the learner should read it, built from the grading's own fields, in order."""
     assert check.status == "fail" and check.hint and fragment in check.hint, (check.status, check.message, check.hint)
-    where = [f"where: {check.divergence}"] if check.divergence else []
+    placed = [f"where: {check.file}:{check.line}"] if check.line else []  # found from the output alone: its line
+    where = [f"where: {check.divergence}"] if check.divergence else placed
     return [check.message.splitlines()[0], *where, f"next: most likely: {check.hint}"]
 
 
@@ -241,6 +242,32 @@ def test_a_hint_without_a_next_step_is_still_named():
     """A report read back from an older JSON may carry the hint alone."""
     check = CheckResult("gelu_new", "model", "gelu_new", "fail", 1, "differs", hint="ReLU was used for gelu_new")
     assert check.diagnosis() == ["differs", "next: most likely: ReLU was used for gelu_new"]
+
+
+# A named mistake found from the output alone (no step recorded): the learner's line it is placed at is its where.
+PLACED_ONLY = CheckResult(
+    "training.train_step",
+    "training",
+    "one SGD step",
+    "fail",
+    2,
+    "differs from the grader's own computation on step 2",
+    file="training.py",
+    line=41,
+    hint="zero_grad is missing: the gradients of every step accumulate",
+    target="train_step",
+)
+
+
+@pytest.mark.parametrize("form", FORMATS)
+def test_every_format_shows_where_a_named_mistake_without_steps_is_placed(form):
+    assert_in_order(FORMATS[form](alone(PLACED_ONLY)), ["differs from", "where: training.py:41 (train_step)", "next:"])
+
+
+def test_a_place_is_no_where_for_a_pass_or_an_unnamed_failure():
+    unnamed = dataclasses.replace(PLACED_ONLY, hint=None)
+    assert [line for line in unnamed.diagnosis() if line.startswith("where:")] == []
+    assert dataclasses.replace(PLACED_ONLY, status="pass").where() == ""
 
 
 def test_a_passing_check_says_nothing_but_its_notes():
