@@ -320,24 +320,29 @@ def matching_mistake(
     tolerance: Tolerance,
     comparison=None,
     expected: np.ndarray | None = None,
+    elsewhere: list[tuple[np.ndarray, dict[str, np.ndarray]]] | tuple = (),
 ) -> str | None:
     """The hint of the first known mistake whose output the learner's output equals, as the check's own
     comparison judges equal; without one (allclose), or where the mistake's output holds NaN or inf (which no
     comparison passes), elementwise with NaN and inf where the mistake has them.
     A mistake whose output equals `expected` (the right answer) here is never named: on this input it
-    changes nothing, so a failing output cannot be its doing."""
-    for hint, output in mistakes:
-        if comparison is not None:
-            if comparison(actual, output, tolerance).ok or (
-                not_finite(output) and same_values(actual, output, tolerance)
-            ):
-                return hint
-            continue
-        if expected is not None and same_values(output, expected, tolerance):
-            continue
-        if same_values(actual, output, tolerance):
-            return hint
-    return None
+    changes nothing, so a failing output cannot be its doing. Where two agree here (eps left out, or outside the
+    root), the first the output equals on the other cases too (`elsewhere`: (output, {hint: mistake's})) is named."""
+    hints = [hint for hint, output in mistakes if equals_mistake(actual, output, tolerance, comparison, expected)]
+    everywhere = (
+        h for h in hints if all(h not in by or equals_mistake(o, by[h], tolerance, comparison) for o, by in elsewhere)
+    )
+    return next(everywhere, next(iter(hints), None))
+
+
+def equals_mistake(actual, output, tolerance: Tolerance, comparison=None, expected=None) -> bool:
+    if comparison is not None:
+        return comparison(actual, output, tolerance).ok or (
+            not_finite(output) and same_values(actual, output, tolerance)
+        )
+    if expected is not None and same_values(output, expected, tolerance):
+        return False
+    return same_values(actual, output, tolerance)
 
 
 def not_finite(values: np.ndarray) -> bool:

@@ -315,7 +315,9 @@ def diagnose(evidence: Evidence, case: str) -> Diagnosis:
     the line of the learner's code that produced the first value that differs, when it is known."""
     check = evidence.check
     actual, expected = evidence.output(case), evidence.expected[case]
-    hint = matching_mistake(actual, evidence.mistakes(case), check.tolerance, check.comparison, expected)
+    answered = [name for name in evidence.cases if wire.OUTPUT.format(case=name) in evidence.outcome.outputs]
+    elsewhere = [(evidence.output(name), dict(evidence.mistakes(name))) for name in answered]
+    hint = matching_mistake(actual, evidence.mistakes(case), check.tolerance, check.comparison, expected, elsewhere)
     own_file, candidates = f"{check.target.file}.py", evidence.candidates(case)  # a sublayer's lines: its own check's
     divergence = first_divergence(evidence.steps(case), candidates, check.tolerance, evidence.expected_from, own_file)
     place = (divergence.file, divergence.line) if divergence and divergence.line else method_of(hint, evidence)

@@ -312,6 +312,16 @@ def test_matching_mistake_never_names_a_mistake_that_changes_nothing_on_this_inp
     assert matching_mistake(right + 1, mistakes, absolute, expected=right) == "plus one"
 
 
+def test_of_two_mistakes_alike_here_the_one_the_other_cases_hold_is_named():
+    """eps outside the root and eps left out agree where the variance is large; a variance of 0 tells them apart."""
+    here = [("eps outside", X + 1), ("no eps", X + 1)]
+    flat = {"eps outside": np.zeros(3), "no eps": np.full(3, np.nan)}
+    assert matching_mistake(X + 1, here, TIGHT, elsewhere=[(np.full(3, np.nan), flat)]) == "no eps"
+    assert matching_mistake(X + 1, here, TIGHT, elsewhere=[(np.zeros(3), flat)]) == "eps outside"
+    neither = matching_mistake(X + 1, here, TIGHT, elsewhere=[(np.ones(3), flat)])
+    assert neither == "eps outside"  # no case tells them apart: the first, as without other cases
+
+
 def test_matching_mistake_skips_mistakes_of_another_shape():
     assert matching_mistake(np.ones(3), [("wrong shape", np.ones((3, 1))), ("flat", np.ones(3))], TIGHT) == "flat"
 
