@@ -21,6 +21,7 @@ from markdown_it import MarkdownIt
 from repo import REPO, SOLUTIONS, run_grade, stubs, write_variant
 from test_render_formats import FORGED_NOTICE, effective_commands, runner_command
 
+from grader.checks import registry
 from grader.host.render import classroom50
 from grader.host.results import CheckResult, Report
 from grader.host.tools.classroom50 import BUNDLE_LIMIT, build_bundle
@@ -41,6 +42,7 @@ RUNNER = {
     "MODE": "individual",
 }
 WORKSPACE = Path("/home/runner/work/checkout")
+NOTHING_TO_GRADE = "Nothing to grade: the submission has no exercises/ package (exercises/__init__.py is missing)."
 
 
 def report_of(*checks: CheckResult) -> Report:
@@ -232,6 +234,34 @@ def recording_pip(directory: Path) -> Path:
         "    log.write(json.dumps(sys.argv[1:]) + '\\n')\n"
     )
     return directory
+
+
+def test_a_submission_without_a_package_gets_zero_points_and_its_planted_outputs_are_removed(bundle, tmp_path):
+    checkout = tmp_path / "checkout"
+    (checkout / "exercises").mkdir(parents=True)  # no __init__.py
+    (checkout / "result.json").symlink_to(tmp_path / "planted.json")  # out of the checkout, to nothing yet
+    (checkout / "release-body.md").mkdir()
+    output = tmp_path / "github_output"
+    env = {
+        **os.environ,
+        **RUNNER,
+        "PYTHONPATH": str(recording_pip(tmp_path / "shim")),
+        "GITHUB_OUTPUT": str(output),
+        "GITHUB_WORKSPACE": str(checkout),
+    }
+    autograder = [sys.executable, str(bundle / "autograder.py")]
+    ran = subprocess.run(autograder, cwd=checkout, env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkout", "github_output", "shim"]
+    result = json.loads((checkout / "result.json").read_text())
+    jsonschema.validate(result, SCHEMA)
+    points = sum(check.points for check in registry())
+    assert (result["score"], result["max-score"]) == (0, points)
+    assert [test["test-name"] for test in result["tests"]] == [check.id for check in registry()]
+    assert {(test["status"], test["message"]) for test in result["tests"]} == {("error", NOTHING_TO_GRADE)}
+    body = (checkout / "release-body.md").read_text()
+    assert body.splitlines() == [f"## GPT-2 grader: 0/{points} points", "", NOTHING_TO_GRADE]
+    assert output.read_text().splitlines()[0] == "status=failure"
 
 
 @pytest.mark.slow

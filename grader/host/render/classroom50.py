@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from grader.checks import registry
 from grader.host.render import Emit, Say, Unusable
 from grader.host.render.github import (
     FAILING,
@@ -133,12 +134,13 @@ def outputs(report: Report) -> str:
     return f"status={'success' if report.passed else 'failure'}\nsummary={status_line(report)}"
 
 
-def publish(report: Report, environ: Mapping[str, str], directory: Path) -> list[str]:
-    """Write result.json and release-body.md into `directory` and the outputs; returns what failed."""
+def publish(report: Report, environ: Mapping[str, str], directory: Path, body: str = "") -> list[str]:
+    """Write result.json and release-body.md (`body`, else the report's) into `directory` and the outputs; returns
+    what failed."""
     workspace = Path(environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
     written = (
         ("result.json", json.dumps(result(report, environ, workspace), indent=2, allow_nan=False) + "\n"),
-        ("release-body.md", release_body(report, commit_pages(environ)) + "\n"),
+        ("release-body.md", (body or release_body(report, commit_pages(environ))) + "\n"),
     )
     problems = []
     for name, text in written:
@@ -148,6 +150,21 @@ def publish(report: Report, environ: Mapping[str, str], directory: Path) -> list
             problems.append(f"could not write {directory / name}: {error.strerror or error}")
     problem = append_to(environ, "GITHUB_OUTPUT", outputs(report)) if environ.get("GITHUB_OUTPUT") else None
     return problems + ([problem] if problem else [])
+
+
+def nothing_to_grade(reason: str, checkout: Path) -> int:
+    """autograder.py's result for a submission with no package to grade, which `grade` refuses: every check of the
+    course an error that says `reason`, so the gradebook has 0 of the usual points, `status=failure`, and release
+    notes that say why in one line. Returns 0 once all three are written, else 1 (each problem said on stderr)."""
+    checks = [
+        CheckResult(check.id, check.part, check.summary, "error", check.points, reason, file="__init__.py")
+        for check in registry()
+    ]
+    report = Report("", str(checkout / "exercises"), checks)
+    problems = publish(report, os.environ, checkout, "\n".join([*heading(report), reason]))
+    for problem in problems:
+        print(f"grade: {problem}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def emitter(chosen: dict, say: Say) -> Emit:
