@@ -88,6 +88,11 @@ class Report:
     fallback_reason: str | None = None
     seed: int = 0  # of the random inputs
     sandbox: str = ""  # "sandbox: on (...)" or "sandbox: off (why)"
+    assignment: str | None = None  # the course's assignment graded (grade --assignment); None: the checks named
+
+    def titled(self, title: str) -> str:
+        """A format's title with the assignment graded: "GPT-2 grader, assignment part1"."""
+        return f"{title}, assignment {self.assignment}" if self.assignment else title
 
     @property
     def score(self) -> int:
@@ -115,6 +120,7 @@ class Report:
             data.get("fallback_reason"),
             data.get("seed", 0),
             data.get("sandbox", ""),
+            data.get("assignment"),
         )
 
     def to_dict(self) -> dict:
@@ -123,6 +129,7 @@ class Report:
             "fallback_reason": self.fallback_reason,
             "seed": self.seed,
             "sandbox": self.sandbox,
+            "assignment": self.assignment,
             "package": self.package,
             "score": self.score,
             "max_score": self.max_score,

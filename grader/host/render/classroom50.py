@@ -66,6 +66,7 @@ def test(check: CheckResult, report: Report, workspace: Path) -> dict:
         "page": check.page,
         "file": learner_file(report, check, workspace),
         "line": check.line,
+        "assignment": report.assignment,  # the course's (assignments.toml); the result's own is Classroom 50's
     }
 
 
@@ -124,7 +125,8 @@ def release_body(report: Report, pages: str = "", limit: int = RELEASE_BODY_BYTE
 def status_line(report: Report) -> str:
     """The one line the commit's status shows."""
     passed = sum(check.status == "pass" for check in report.checks)
-    return f"{report.score}/{report.max_score} points, {passed} of {len(report.checks)} checks pass"
+    graded = f"assignment {report.assignment}: " if report.assignment else ""
+    return f"{graded}{report.score}/{report.max_score} points, {passed} of {len(report.checks)} checks pass"
 
 
 def outputs(report: Report) -> str:
