@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 RELEASE = "unreleased"  # the course's commit this bundle was made from, stamped by grader.host.tools.classroom50
+COURSE_ASSIGNMENT = ""  # the assignment of the course's assignments.toml graded, stamped as well; "": every check
 GRADER = Path(__file__).resolve().parent / "grader-src"
 CHECKOUT = Path.cwd()
 # Whether this runner can confine the learner's code: then a grading that could not is refused, never quietly
@@ -46,6 +47,7 @@ def main() -> int:
         say("the submission has no exercises/ package (exercises/__init__.py is missing): nothing to grade")
         return 1
     outputs = ["--exercises", str(exercises), "--classroom50", str(CHECKOUT)]
+    outputs += ["--assignment", COURSE_ASSIGNMENT] if COURSE_ASSIGNMENT else []
     code = python("-m", "grader", *outputs, *(["--require-sandbox"] if confined else []))
     say(f"graded in {time.monotonic() - started:.0f} s since this script started")
     return 0 if code in (0, 1) else code  # 1: some check does not pass, which result.json says
