@@ -46,8 +46,9 @@ class Assignment:
         return sum(check.points for check in self.checks)
 
 
-def load(path: Path = FILE) -> list[Assignment]:
-    """Every assignment of the file, in its order. Raises AssignmentError."""
+def load(path: Path | None = None) -> list[Assignment]:
+    """Every assignment of the file (default: FILE), in its order. Raises AssignmentError."""
+    path = path or FILE
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -109,13 +110,13 @@ def points_of(points: object, ids: list[str], where: str) -> dict[str, int]:
     return points
 
 
-def find(name: str, path: Path = FILE) -> Assignment:
-    """The assignment of that name. Raises AssignmentError."""
+def find(name: str, path: Path | None = None) -> Assignment:
+    """The assignment of that name in the file (default: FILE). Raises AssignmentError."""
     assignments = load(path)
     found = next((assignment for assignment in assignments if assignment.name == name), None)
     if found is None:
         names = ", ".join(assignment.name for assignment in assignments)
-        raise AssignmentError(f"{path}: no assignment {name!r} (it holds: {names})")
+        raise AssignmentError(f"{path or FILE}: no assignment {name!r} (it holds: {names})")
     return found
 
 

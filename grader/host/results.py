@@ -90,9 +90,10 @@ class Report:
     sandbox: str = ""  # "sandbox: on (...)" or "sandbox: off (why)"
     assignment: str | None = None  # the course's assignment graded (grade --assignment); None: the checks named
 
-    def titled(self, title: str) -> str:
-        """A format's title with the assignment graded: "GPT-2 grader, assignment part1"."""
-        return f"{title}, assignment {self.assignment}" if self.assignment else title
+    def title(self, what: str = "") -> str:
+        """Every format's title, naming the assignment graded: "GPT-2 grader, assignment part1: `what`"."""
+        graded = f", assignment {self.assignment}" if self.assignment else ""
+        return f"GPT-2 grader{graded}{': ' if what else ''}{what}"
 
     @property
     def score(self) -> int:

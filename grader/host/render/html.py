@@ -361,7 +361,7 @@ def check_figures(check: CheckResult, reference: str) -> str:
 def render(report: Report) -> str:
     banner = fallback_banner(report)
     parts = [
-        f"<h1>{escape(report.titled(f'GPT-2 grader: {report.package} against {report.reference}'))}</h1>",
+        f"<h1>{escape(report.title(f'{report.package} against {report.reference}'))}</h1>",
         f"<p><strong>{escape(banner)}</strong></p>" if banner else "",
         f"<p>score {report.score}/{report.max_score}; random inputs from seed {report.seed}</p>",
         results_table(report),
@@ -369,7 +369,7 @@ def render(report: Report) -> str:
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(report.titled('GPT-2 grader report'))}</title>"
+        f"<title>{escape(report.title())}</title>"
         f'<link rel="icon" href="data:,"><style>{STYLE}{trigrams.STYLE}</style></head>'
         f"<body>{''.join(parts)}</body></html>"
     )
