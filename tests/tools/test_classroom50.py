@@ -4,6 +4,7 @@ wrong and a broken submission with the runner's environment, its installs record
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -24,7 +25,7 @@ from test_render_formats import FORGED_NOTICE, effective_commands, runner_comman
 from grader.host.render import classroom50
 from grader.host.results import CheckResult, Report
 from grader.host.tools.classroom50 import BUNDLE_LIMIT, build_bundle
-from grader.host.tools.release import hidden_lines, leaked_lines
+from grader.host.tools.release import ReleaseError, hidden_lines, leaked_lines
 
 SCHEMA = json.loads((REPO / "grader" / "schemas" / "classroom50-result.schema.json").read_text())
 # What Classroom 50's runner sets for an autograder (runner.py), in the shapes it gives them.
@@ -282,3 +283,23 @@ def test_the_autograder_grades_three_submissions_as_the_runner_runs_it(reference
     assert 0 < scores["partly_wrong"][0] < maximum and 0 < scores["broken"][0] < scores["partly_wrong"][0]
     assert max(seconds.values()) < 15 * 60, seconds  # Classroom 50's whole job has 15 minutes
     print(f"autograder seconds per submission: {seconds}")
+
+
+def test_a_bundle_for_an_assignment_grades_it_with_the_file_it_was_built_from(tmp_path, monkeypatch):
+    out = tmp_path / "part1"
+    build_bundle(out, assignment="part1")  # make classroom50 ASSIGNMENT=part1
+    assert (out / "grader-src" / "assignments.toml").read_text() == (REPO / "assignments.toml").read_text()
+    spec = importlib.util.spec_from_file_location("autograder", out / "autograder.py")
+    autograder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(autograder)
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(autograder, "python", lambda *args, quiet=False: calls.append(args) or 0)
+    monkeypatch.setattr(autograder, "CHECKOUT", tmp_path / "checkout")
+    (tmp_path / "checkout" / "exercises").mkdir(parents=True)
+    (tmp_path / "checkout" / "exercises" / "__init__.py").write_text("")
+    assert autograder.main() == 0
+    (grading,) = [call for call in calls if "--classroom50" in call]
+    assert grading[grading.index("--assignment") + 1] == "part1"
+    with pytest.raises(ReleaseError, match="no assignment 'week9'"):
+        build_bundle(tmp_path / "week9", assignment="week9")
+    assert not (tmp_path / "week9").exists()
