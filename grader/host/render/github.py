@@ -81,7 +81,7 @@ def heading(report: Report) -> list[str]:
     """The Markdown report's first lines: the score, then the random reference's notice where it applies."""
     banner = fallback_banner(report)
     return [
-        f"## {literal(report.title())}: {report.score}/{report.max_score} points",
+        f"## {report.title()}: {report.score}/{report.max_score} points",
         "",
         *([f"> {literal(banner)}", ""] if banner else []),
     ]
