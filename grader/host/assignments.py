@@ -63,26 +63,28 @@ def load(path: Path | None = None) -> list[Assignment]:
         raise AssignmentError(f"{path}: no [[assignment]] table")
     assignments: list[Assignment] = []
     for number, table in enumerate(tables, 1):
-        assignment = parsed(table, f"{path}, assignment {number}")
+        assignment = parsed(table, path, number)
         if any(other.name == assignment.name for other in assignments):
             raise AssignmentError(f"{path}, assignment {assignment.name!r}: a second assignment of that name")
         assignments.append(assignment)
     return assignments
 
 
-def parsed(table: object, where: str) -> Assignment:
-    """One [[assignment]] table; `where` names it until its name is known."""
+def parsed(table: object, path: Path, number: int) -> Assignment:
+    """The file's `number`th [[assignment]] table, named by its number until its name is known."""
     name = table.get("name") if isinstance(table, dict) else None
     if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise AssignmentError(f"{where}: `name` must be letters, digits, '.', '_' or '-' (got {name!r})")
-    where = f"{where.rpartition(', assignment ')[0]}, assignment {name!r}"
+        raise AssignmentError(
+            f"{path}, assignment {number}: `name` must be letters, digits, '.', '_' or '-' (got {name!r})"
+        )
+    where = f"{path}, assignment {name!r}"
     unknown = [key for key in table if key not in KEYS]
     if unknown:
         raise AssignmentError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
     title, due = table.get("title", ""), table.get("due", "")
     if not isinstance(title, str):
         raise AssignmentError(f"{where}: `title` must be a string")
-    if not isinstance(due, (datetime.date, str)) or (isinstance(due, str) and due):
+    if due != "" and not isinstance(due, datetime.date):  # a date-time is a date too
         raise AssignmentError(f"{where}: `due` must be a TOML date or date-time, e.g. due = 2027-01-18")
     checks = checks_of(table.get("checks"), where)
     points = points_of(table.get("points", {}), [check.id for check in checks], where)
