@@ -22,6 +22,7 @@ from markdown_it import MarkdownIt
 from repo import REPO, SOLUTIONS, run_grade, stubs, write_variant
 from test_render_formats import FORGED_NOTICE, effective_commands, runner_command
 
+from grader.checks import registry
 from grader.host.render import classroom50
 from grader.host.results import CheckResult, Report
 from grader.host.tools.classroom50 import BUNDLE_LIMIT, build_bundle
@@ -303,3 +304,29 @@ def test_a_bundle_for_an_assignment_grades_it_with_the_file_it_was_built_from(tm
     with pytest.raises(ReleaseError, match="no assignment 'week9'"):
         build_bundle(tmp_path / "week9", assignment="week9")
     assert not (tmp_path / "week9").exists()
+
+
+@pytest.mark.slow
+def test_a_bundle_for_part1_grades_part1_alone_as_the_runner_runs_it(reference, tmp_path):
+    build_bundle(tmp_path / "part1", assignment="part1")
+    checkout = tmp_path / "checkout"
+    shutil.copytree(SOLUTIONS, checkout / "exercises")
+    env = {
+        **os.environ,
+        **RUNNER,
+        "PYTHONPATH": str(recording_pip(tmp_path / "shim")),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "GITHUB_WORKSPACE": str(checkout),
+        "HF_HUB_OFFLINE": "1",
+    }
+    autograder = str(tmp_path / "part1" / "autograder.py")
+    ran = subprocess.run([sys.executable, autograder], cwd=checkout, env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, (ran.stdout[-3000:], ran.stderr[-3000:])
+    result = json.loads((checkout / "result.json").read_text())
+    jsonschema.validate(result, SCHEMA)
+    part1 = [check for check in registry() if check.part == "model"]
+    assert [test["test-name"] for test in result["tests"]] == [check.id for check in part1]
+    assert {test["assignment"] for test in result["tests"]} == {"part1"}
+    assert result["score"] == result["max-score"] == sum(check.points for check in part1)
+    assert (checkout / "release-body.md").read_text().startswith("## GPT-2 grader, assignment part1: 17/17 points")
+    assert "summary=assignment part1: 17/17 points" in (tmp_path / "output").read_text()
