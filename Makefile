@@ -25,6 +25,10 @@ SUBMISSIONS ?= submissions
 GRADES ?= grades.csv
 RESULTS ?= grades-results
 CLASS_REPORT ?= class-report
+# The course's assignment (assignments.toml; `grade --assignments` lists them) that release's workflow, the Classroom
+# 50 bundle, the Gradescope zip and batch grade: make classroom50 ASSIGNMENT=part1. Empty: every check.
+ASSIGNMENT ?=
+ASSIGNED := $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),)
 # The learner's copy has no solutions/: its tests need the learner-test extra, not the dev toolchain.
 TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
 
@@ -63,15 +67,15 @@ lint: $(VENV)/.installed-dev
 	$(PY) -m ruff check .
 
 release: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.tools.release $(RELEASE_DIR)
+	$(PY) -m grader.host.tools.release $(RELEASE_DIR) $(ASSIGNED)
 
 # Classroom 50's autograder bundle: commit the folder to the classroom50 repository as CLASSROOM/autograders/ASSIGNMENT/.
 classroom50: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.tools.classroom50 $(CLASSROOM50_DIR)
+	$(PY) -m grader.host.tools.classroom50 $(CLASSROOM50_DIR) $(ASSIGNED)
 
 # Gradescope's autograder zip: the learner repository with setup.sh and run_autograder.
 gradescope: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.tools.gradescope $(GRADESCOPE_ZIP)
+	$(PY) -m grader.host.tools.gradescope $(GRADESCOPE_ZIP) $(ASSIGNED)
 
 notebooks: $(VENV)/.installed-instructor
 	$(PY) -m grader.host.tools.notebooks $(NOTEBOOKS_DIR)
@@ -83,7 +87,7 @@ notebook-grades: $(VENV)/.installed-instructor
 		--db sqlite:///$(abspath $(COURSE_DIR))/gradebook.db $(ARGS)
 
 batch: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.tools.batch $(SUBMISSIONS) --csv $(GRADES) $(ARGS)
+	$(PY) -m grader.host.tools.batch $(SUBMISSIONS) --csv $(GRADES) $(ASSIGNED) $(ARGS)
 
 # The class view: which checks most learners fail, and on which named mistakes (from batch's results by default).
 class-report: $(VENV)/.installed-instructor

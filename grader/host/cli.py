@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,7 +82,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--seed", type=int, default=0, metavar="N", help="seed of the random inputs (default: 0); the report prints it"
     )
-    add_switches(p, {"--list": "list the checks and exit"})
+    add_switches(p, {"--list": "list the checks and exit", "--assignments": "list the course's assignments and exit"})
+    p.add_argument(
+        "--assignment",
+        metavar="NAME",
+        help="grade the checks of assignment NAME (assignments.toml), with its points; CHECK names narrow it",
+    )
     add_switches(p.add_mutually_exclusive_group(), TERMINAL_MODES)
     add_switches(p, {"--download": "fetch GPT-2 into the Hugging Face cache (online, once) and exit"})
     return p
@@ -105,6 +111,8 @@ def main(argv: list[str] | None = None, started: Started | None = None) -> int:
     if args.list:
         print("\n".join(listing(registry())))
         return 0
+    if args.assignments:
+        return assignments_listed()
     from grader.host.runner import LearnerProcesses
     from grader.shared import sandbox
 
@@ -132,11 +140,12 @@ def limits_of(args):
 
 def selected_and_graded(args, processes) -> int:
     """The checks and the package the arguments name, graded; 2 where they name none."""
-    from grader.checks import UnknownCheck, select
+    from grader.checks import UnknownCheck
+    from grader.host.assignments import AssignmentError, chosen
 
     try:
-        checks = select(args.checks)
-    except UnknownCheck as error:
+        checks = chosen(args.checks, args.assignment)
+    except (UnknownCheck, AssignmentError) as error:
         print(f"grade: {error}", file=sys.stderr)
         return 2
     mode = next((flag for flag in TERMINAL_MODES if getattr(args, flag[2:])), None)
@@ -214,6 +223,7 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
     if args.hint or args.show:
         return inspected(whole, package, args.hint)
     report = whole.with_figures() if args.html else whole.report  # the figures only for the page that draws them
+    report = replace(report, assignment=args.assignment)
     for emit in emits:  # the terminal's report, then the files, then GitHub's step
         emit(report)
     if not report.passed:  # CI prints only "exit code 1": say what it means, and make's 0 (the Makefile's grade)
@@ -221,6 +231,18 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
         said = f"{passing} of {len(report.checks)} checks pass; grade exits 1 until all do (make grade exits 0)"
         print(f"grade: {said}", file=sys.stderr)
     return 0 if report.passed else 1
+
+
+def assignments_listed() -> int:
+    """`grade --assignments`: one line each, or why the file cannot be read (exit 2)."""
+    from grader.host.assignments import AssignmentError, listing, load
+
+    try:
+        print("\n".join(listing(load())))
+    except AssignmentError as error:
+        print(f"grade: {error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def hint_stages(checks: list, package: Path) -> list[list]:

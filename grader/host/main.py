@@ -10,7 +10,13 @@ import sys
 
 from grader.host.launch import Started
 
-NO_GRADING = {"-h", "--help", "--list", "--download"}  # grade's options that start no learner's process
+NO_GRADING = {
+    "-h",
+    "--help",
+    "--list",
+    "--assignments",
+    "--download",
+}  # grade's options that start no learner's process
 
 
 def wants_grading(argv: list[str]) -> bool:

@@ -97,6 +97,12 @@ class Report:
     fallback_reason: str | None = None
     seed: int = 0  # of the random inputs
     sandbox: str = ""  # "sandbox: on (...)" or "sandbox: off (why)"
+    assignment: str | None = None  # the course's assignment graded (grade --assignment); None: the checks named
+
+    def title(self, what: str = "") -> str:
+        """Every format's title, naming the assignment graded: "GPT-2 grader, assignment part1: `what`"."""
+        graded = f", assignment {self.assignment}" if self.assignment else ""
+        return f"GPT-2 grader{graded}{': ' if what else ''}{what}"
 
     @property
     def score(self) -> int:
@@ -124,6 +130,7 @@ class Report:
             data.get("fallback_reason"),
             data.get("seed", 0),
             data.get("sandbox", ""),
+            data.get("assignment"),
         )
 
     def to_dict(self) -> dict:
@@ -132,6 +139,7 @@ class Report:
             "fallback_reason": self.fallback_reason,
             "seed": self.seed,
             "sandbox": self.sandbox,
+            "assignment": self.assignment,
             "package": self.package,
             "score": self.score,
             "max_score": self.max_score,

@@ -63,6 +63,22 @@ def test_stubs_are_all_todo_and_exit_1(reference, tmp_path):
     assert "start here: exercises/embedding.py, Embed.forward" in result.stdout
 
 
+@pytest.mark.slow
+def test_an_assignment_grades_its_part_alone_at_full_points_and_says_so(reference, tmp_path):
+    """The done-when of issue 57: `grade --solutions --assignment part1` grades Part 1's checks only, at full points."""
+    result = run_grade(
+        "--solutions", "--assignment", "part1", "--reference", "random", "--json", str(tmp_path / "r.json")
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(report, json.loads((REPO / "grader" / "schemas" / "report.schema.json").read_text()))
+    part1 = [check for check in registry() if check.part == "model"]
+    assert [c["id"] for c in report["checks"]] == [check.id for check in part1]
+    assert {c["status"] for c in report["checks"]} == {"pass"}
+    assert report["score"] == report["max_score"] == sum(check.points for check in part1) == 17
+    assert report["assignment"] == "part1" and "GPT-2 grader, assignment part1:" in result.stdout
+
+
 @pytest.fixture(scope="module")
 def solutions_offline(reference, tmp_path_factory):
     """One `grade --solutions embed attention --json`, the reference left to its default (auto) with no network:

@@ -10,13 +10,19 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
+from html import unescape
+from pathlib import Path
 
+import jsonschema
 import pytest
+from junitparser import JUnitXml
 from repo import REPO, SOLUTIONS, by_id
 from rich.console import Console
+from test_classroom50 import RUNNER as CLASSROOM50_RUNNER
 
 from grader.host.cli import chosen_renderers, parser
-from grader.host.render import RENDERERS, html, text
+from grader.host.render import RENDERERS, classroom50, github, gradescope, html, junit, text
 from grader.host.render import json as json_renderer
 from grader.host.results import CheckResult, Report
 
@@ -113,6 +119,72 @@ def test_watch_refuses_every_renderer_but_the_terminals(module, tmp_path, capsys
 
     assert main([*argv, "--solutions"]) == 2
     assert "--watch reports in the terminal only" in capsys.readouterr().err
+
+
+# --- which assignment was graded, in every format ------------------------------------------------------------------
+
+ASSIGNED = replace(REPORT, assignment="part1")
+
+
+def text_title(report: Report) -> list[str]:
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    text.print_report(report, console)
+    title = console.file.getvalue().partition("┏")[0]  # above the table: its title, however it wraps
+    return [" ".join(title.split())]
+
+
+def json_field(report: Report) -> list[str]:
+    data = json.loads(json_renderer.render(report))
+    jsonschema.validate(data, json.loads((REPO / "grader" / "schemas" / "report.schema.json").read_text()))
+    return [data["assignment"] or ""]
+
+
+def junit_names(report: Report) -> list[str]:
+    suites = JUnitXml.fromstring(junit.render(report))
+    return [suites.name, *({p.name: p.value for p in suite.properties()}.get("assignment", "") for suite in suites)]
+
+
+def gradescope_output(report: Report) -> list[str]:
+    results = json.loads(gradescope.render(report))
+    return [results.get("output", ""), results.get("extra_data", {}).get("assignment", "")]
+
+
+def html_titles(report: Report) -> list[str]:
+    page = html.render(report)
+    return [unescape(re.search(f"<{tag}>(.*?)</{tag}>", page).group(1)) for tag in ("title", "h1")]
+
+
+def classroom50_places(report: Report) -> list[str]:
+    result = classroom50.result(report, CLASSROOM50_RUNNER, Path("/work"))
+    heading = classroom50.release_body(report).splitlines()[0]
+    return [result["tests"][0]["assignment"] or "", heading, classroom50.outputs(report).splitlines()[1]]
+
+
+def github_places(report: Report) -> list[str]:
+    return [github.summary(report).splitlines()[0], github.annotations(report, Path("/work"))[-1]]
+
+
+# Where each format says which assignment it reports on: every one of RENDERERS has its places.
+ASSIGNMENT_SAID = {
+    "text": text_title,
+    "json": json_field,
+    "junit": junit_names,
+    "gradescope": gradescope_output,
+    "html": html_titles,
+    "classroom50": classroom50_places,
+    "github": github_places,
+}
+
+
+def test_every_renderer_is_asked_where_it_says_the_assignment():
+    assert set(ASSIGNMENT_SAID) == {renderer.module for renderer in RENDERERS}
+
+
+@pytest.mark.parametrize("module", ASSIGNMENT_SAID)
+def test_every_format_says_which_assignment_it_reports_on_and_none_without_one(module):
+    assigned, unassigned = ASSIGNMENT_SAID[module](ASSIGNED), ASSIGNMENT_SAID[module](REPORT)
+    assert assigned and all("part1" in place for place in assigned), assigned
+    assert not any("part1" in place or "assignment" in place for place in unassigned), unassigned
 
 
 SYNTAX = {"message": "SyntaxError: invalid syntax (attention.py, line 3)", "file": "attention.py", "line": 3}

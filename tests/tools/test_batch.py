@@ -322,6 +322,14 @@ def test_bad_input_is_one_line(tmp_path):
     assert checks_last.returncode == 2 and "has no submission directories" in checks_last.stderr
     unknown = run_batch(str(tmp_path / "subs"), "--csv", str(tmp_path / "grades.csv"), "--jobs", "1", "nonesuch")
     assert unknown.returncode == 2 and "nonesuch" in unknown.stderr
+    # make batch ASSIGNMENT=NAME: an assignment the course does not have, or a check it does not grade, is refused.
+    for given, said in (
+        (["--assignment", "week9"], "no assignment 'week9'"),
+        (["--assignment", "part1", "mlp", "kv_cache"], "assignment 'part1': no check matches 'kv_cache'"),
+    ):
+        refused = run_batch(str(tmp_path / "subs"), "--csv", str(tmp_path / "grades.csv"), *given)
+        assert refused.returncode == 2 and refused.stderr.startswith("batch: ") and said in refused.stderr
+        assert refused.stderr.count("\n") == 1
 
 
 def test_the_gradebook_gives_each_check_its_points_beside_its_status(tmp_path):

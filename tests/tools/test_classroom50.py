@@ -4,6 +4,7 @@ wrong and a broken submission with the runner's environment, its installs record
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -25,7 +26,7 @@ from grader.checks import registry
 from grader.host.render import classroom50
 from grader.host.results import CheckResult, Report
 from grader.host.tools.classroom50 import BUNDLE_LIMIT, build_bundle
-from grader.host.tools.release import hidden_lines, leaked_lines
+from grader.host.tools.release import ReleaseError, hidden_lines, leaked_lines
 
 SCHEMA = json.loads((REPO / "grader" / "schemas" / "classroom50-result.schema.json").read_text())
 # What Classroom 50's runner sets for an autograder (runner.py), in the shapes it gives them.
@@ -264,6 +265,18 @@ def test_a_submission_without_a_package_gets_zero_points_and_its_planted_outputs
     assert output.read_text().splitlines()[0] == "status=failure"
 
 
+def test_a_submission_without_a_package_scores_zero_of_its_assignments_points(tmp_path, monkeypatch):
+    from grader.host.assignments import find
+    from grader.host.render.classroom50 import nothing_to_grade
+
+    for key, value in {**RUNNER, "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_WORKSPACE": str(tmp_path)}.items():
+        monkeypatch.setenv(key, value)
+    assert nothing_to_grade(NOTHING_TO_GRADE, tmp_path, "part1") == 0
+    result, part1 = json.loads((tmp_path / "result.json").read_text()), find("part1")
+    assert (result["score"], result["max-score"]) == (0, part1.max_score)
+    assert [test["test-name"] for test in result["tests"]] == [check.id for check in part1.checks]
+
+
 @pytest.mark.slow
 def test_the_autograder_grades_three_submissions_as_the_runner_runs_it(reference, bundle, tmp_path):
     runtime = tmp_path / "runner_temp" / "classroom50-runtime" / "gpt2"  # where runner.py unpacks the bundle
@@ -312,3 +325,49 @@ def test_the_autograder_grades_three_submissions_as_the_runner_runs_it(reference
     assert 0 < scores["partly_wrong"][0] < maximum and 0 < scores["broken"][0] < scores["partly_wrong"][0]
     assert max(seconds.values()) < 15 * 60, seconds  # Classroom 50's whole job has 15 minutes
     print(f"autograder seconds per submission: {seconds}")
+
+
+def test_a_bundle_for_an_assignment_grades_it_with_the_file_it_was_built_from(tmp_path, monkeypatch):
+    out = tmp_path / "part1"
+    build_bundle(out, assignment="part1")  # make classroom50 ASSIGNMENT=part1
+    assert (out / "grader-src" / "assignments.toml").read_text() == (REPO / "assignments.toml").read_text()
+    spec = importlib.util.spec_from_file_location("autograder", out / "autograder.py")
+    autograder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(autograder)
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(autograder, "python", lambda *args, quiet=False: calls.append(args) or 0)
+    monkeypatch.setattr(autograder, "CHECKOUT", tmp_path / "checkout")
+    (tmp_path / "checkout" / "exercises").mkdir(parents=True)
+    (tmp_path / "checkout" / "exercises" / "__init__.py").write_text("")
+    assert autograder.main() == 0
+    (grading,) = [call for call in calls if "--classroom50" in call]
+    assert grading[grading.index("--assignment") + 1] == "part1"
+    with pytest.raises(ReleaseError, match="no assignment 'week9'"):
+        build_bundle(tmp_path / "week9", assignment="week9")
+    assert not (tmp_path / "week9").exists()
+
+
+@pytest.mark.slow
+def test_a_bundle_for_part1_grades_part1_alone_as_the_runner_runs_it(reference, tmp_path):
+    build_bundle(tmp_path / "part1", assignment="part1")
+    checkout = tmp_path / "checkout"
+    shutil.copytree(SOLUTIONS, checkout / "exercises")
+    env = {
+        **os.environ,
+        **RUNNER,
+        "PYTHONPATH": str(recording_pip(tmp_path / "shim")),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "GITHUB_WORKSPACE": str(checkout),
+        "HF_HUB_OFFLINE": "1",
+    }
+    autograder = str(tmp_path / "part1" / "autograder.py")
+    ran = subprocess.run([sys.executable, autograder], cwd=checkout, env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, (ran.stdout[-3000:], ran.stderr[-3000:])
+    result = json.loads((checkout / "result.json").read_text())
+    jsonschema.validate(result, SCHEMA)
+    part1 = [check for check in registry() if check.part == "model"]
+    assert [test["test-name"] for test in result["tests"]] == [check.id for check in part1]
+    assert {test["assignment"] for test in result["tests"]} == {"part1"}
+    assert result["score"] == result["max-score"] == sum(check.points for check in part1)
+    assert (checkout / "release-body.md").read_text().startswith("## GPT-2 grader, assignment part1: 17/17 points")
+    assert "summary=assignment part1: 17/17 points" in (tmp_path / "output").read_text()

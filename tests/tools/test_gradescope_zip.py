@@ -18,6 +18,7 @@ import pytest
 from repo import REPO, SOLUTIONS, write_variant
 
 from grader.host.tools.gradescope import SCRIPTS, build_zip
+from grader.host.tools.release import ReleaseError
 
 BIN = Path(sys.executable).parent
 SCHEMA = json.loads((REPO / "grader" / "schemas" / "gradescope-results.schema.json").read_text())
@@ -91,3 +92,26 @@ def test_setup_then_run_autograder_on_three_submissions(reference, autograder_zi
     maximum = scores["correct"][1]
     assert earned["correct"] == maximum
     assert 0 < earned["partly_wrong"] < maximum and 0 < earned["broken"] < earned["partly_wrong"]
+
+
+def test_a_zip_for_an_assignment_grades_it_and_an_unknown_one_writes_nothing(tmp_path):
+    out = tmp_path / "part1.zip"
+    build_zip(out, assignment="part1")  # make gradescope ASSIGNMENT=part1
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(out) as archive:
+        archive.extractall(root / "source", members=[*SCRIPTS, "assignments.toml"])
+    (root / "submission" / "exercises").mkdir(parents=True)
+    bin_dir = tmp_path / "bin"  # a python3 that records how run_autograder calls the grader
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "argv"}\n')
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "AUTOGRADER_ROOT": str(root)}
+    ran = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv[:2] == ["-m", "grader"] and argv[argv.index("--assignment") + 1] == "part1"
+    linted = subprocess.run([str(BIN / "shellcheck"), str(root / "source" / "run_autograder")], capture_output=True)
+    assert linted.returncode == 0, linted.stdout.decode()
+    with pytest.raises(ReleaseError, match="no assignment 'week9'"):
+        build_zip(tmp_path / "week9.zip", assignment="week9")
+    assert not (tmp_path / "week9.zip").exists()

@@ -18,6 +18,7 @@ from repo import REPO, write_variant
 from test_render_formats import FORGED_NOTICE, effective_commands, runner_command
 
 from grader.checks import registry
+from grader.host.tools.release import build_release
 from grader.shared import sandbox
 
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -235,3 +236,30 @@ def test_grade_step_under_actions_reports_and_forges_nothing(reference, tmp_path
     totals = [sum(getattr(suite, count) for suite in suites) for count in ("tests", "failures", "errors", "skipped")]
     assert totals == [len(points), 0, len(broken), 0]
     assert [case.name for suite in suites for case in suite] == list(points)
+
+
+def grade_called_by(workspace: Path, workflow: dict, tmp_path: Path) -> list[str]:
+    """The arguments the grade step passes to `grade`, its run script run as GitHub runs it (bash, the step's `env`)
+    with a `grade` on PATH that only records them."""
+    recorder = tmp_path / "bin" / "grade"
+    recorder.parent.mkdir(parents=True)
+    recorder.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "argv"}\n')
+    recorder.chmod(0o755)
+    step = grade_step(workflow)
+    environ = {**os.environ, **step.get("env", {}), "PATH": f"{recorder.parent}{os.pathsep}{os.environ['PATH']}"}
+    ran = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=workspace, env=environ
+    )
+    assert ran.returncode == 0
+    return (tmp_path / "argv").read_text().splitlines()
+
+
+def test_the_workflow_grades_every_check_and_a_release_for_an_assignment_grades_it(tmp_path):
+    assert "--assignment" not in grade_called_by(tmp_path, load("grade.yml"), tmp_path / "course")
+    release = tmp_path / "release"
+    build_release(release, assignment="part1")  # make release ASSIGNMENT=part1
+    argv = grade_called_by(release, yaml.safe_load((release / ".github/workflows/grade.yml").read_text()), tmp_path)
+    assert argv[argv.index("--assignment") + 1] == "part1" and argv[0] == "--github"
+    actionlint, zizmor = lint(release)
+    assert (actionlint.returncode, actionlint.stdout + actionlint.stderr) == (0, "")
+    assert zizmor.returncode == 0 and "No findings" in zizmor.stdout, zizmor.stdout + zizmor.stderr

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.host.assignments import load
 from grader.host.tools import class_report
-from grader.host.tools.classview import inputs
+from grader.host.tools.classview import inputs, tables
 from grader.host.tools.classview.inputs import Learner, read_results
 from grader.host.tools.classview.tally import pseudonym, tally
 
@@ -305,6 +306,21 @@ def test_a_learner_who_could_not_be_graded_is_counted_apart():
     assert view.score_counts() == [(0, 1), (1, 1), (2, 1), (3, 2)]
 
 
+def test_the_view_of_an_assignment_counts_its_checks_alone_scored_with_its_points(tmp_path):
+    toml = '[[assignment]]\nname = "week1"\nchecks = ["embed", "layernorm"]\npoints = { layernorm = 5 }\n'
+    (week1,) = load(write(tmp_path / "assignments.toml", toml))
+    view = tally([*CLASS, learner("g", {"old": "pass"})], week1)
+    assert view.checks == ["embed", "layernorm"] and view.max_score == 6
+    assert {ln.name: ln.score for ln in view.learners} == {"c": 6, "e": 5, "a": 1, "b": 1, "d": 0}
+    assert [(m.check, m.learners) for m in view.mistakes] == [("layernorm", 2)]  # attention's is not week1's
+    assert {ln.name: ln.ungraded for ln in view.ungraded} == {
+        "f": "no exercises/",
+        "g": "graded on none of assignment week1's checks",
+    }
+    assert tables.headline(view).startswith("assignment week1: 5 learners graded, 2 could not be graded")
+    assert not tables.headline(tally(CLASS)).startswith("assignment")
+
+
 def test_pseudonyms_are_stable_and_differ_by_name():
     assert pseudonym("alice") == pseudonym("alice") != pseudonym("alicf")
     assert len({pseudonym(str(n)) for n in range(1000)}) == 1000
@@ -408,3 +424,9 @@ def test_several_assignments_and_no_choice_is_one_line_and_exit_2(tmp_path, caps
     assert run(tmp_path, "--csv", tmp_path / "out.csv") == 2
     assert capsys.readouterr().err == "class-report: several assignments, pick one with --assignment: part1, part2\n"
     assert run(tmp_path, "--csv", tmp_path / "out.csv", "--assignment", "part2") == 0
+
+
+def test_the_command_views_a_course_assignment_and_says_so(tmp_path, capsys):
+    write(tmp_path / "r" / "a.json", batch_result("ann", ("embed", "pass", None), ("sampling.greedy", "fail", None)))
+    assert run(tmp_path / "r", "--markdown", "-", "--assignment", "part1") == 0
+    assert "assignment part1: 1 learners graded; median score 1 of 17." in capsys.readouterr().out

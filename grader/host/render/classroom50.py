@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.checks import registry
 from grader.host.render import Emit, Say, Unusable
 from grader.host.render.github import (
     FAILING,
@@ -67,6 +66,7 @@ def test(check: CheckResult, report: Report, workspace: Path) -> dict:
         "page": check.page,
         "file": learner_file(report, check, workspace),
         "line": check.line,
+        "assignment": report.assignment,  # the course's (assignments.toml); the result's own is Classroom 50's
     }
 
 
@@ -125,7 +125,8 @@ def release_body(report: Report, pages: str = "", limit: int = RELEASE_BODY_BYTE
 def status_line(report: Report) -> str:
     """The one line the commit's status shows."""
     passed = sum(check.status == "pass" for check in report.checks)
-    return f"{report.score}/{report.max_score} points, {passed} of {len(report.checks)} checks pass"
+    graded = f"assignment {report.assignment}: " if report.assignment else ""
+    return f"{graded}{report.score}/{report.max_score} points, {passed} of {len(report.checks)} checks pass"
 
 
 def outputs(report: Report) -> str:
@@ -152,15 +153,18 @@ def publish(report: Report, environ: Mapping[str, str], directory: Path, body: s
     return problems + ([problem] if problem else [])
 
 
-def nothing_to_grade(reason: str, checkout: Path) -> int:
-    """autograder.py's result for a submission with no package to grade, which `grade` refuses: every check of the
-    course an error that says `reason`, so the gradebook has 0 of the usual points, `status=failure`, and release
-    notes that say why in one line. Returns 0 once all three are written, else 1 (each problem said on stderr)."""
+def nothing_to_grade(reason: str, checkout: Path, assignment: str = "") -> int:
+    """autograder.py's result for a submission with no package to grade, which `grade` refuses: every check graded (the
+    course's, or `assignment`'s with its points) an error that says `reason`, so the gradebook has 0 of the usual
+    points, `status=failure`, and release notes that say why in one line. Returns 0 once all three are written, else 1
+    (each problem said on stderr)."""
+    from grader.host.assignments import chosen
+
     checks = [
         CheckResult(check.id, check.part, check.summary, "error", check.points, reason, file="__init__.py")
-        for check in registry()
+        for check in chosen([], assignment or None)
     ]
-    report = Report("", str(checkout / "exercises"), checks)
+    report = Report("", str(checkout / "exercises"), checks, assignment=assignment or None)
     problems = publish(report, os.environ, checkout, "\n".join([*heading(report), reason]))
     for problem in problems:
         print(f"grade: {problem}", file=sys.stderr)

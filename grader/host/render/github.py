@@ -61,7 +61,7 @@ def annotations(report: Report, workspace: Path) -> list[str]:
     ]
     passed = sum(check.status == "pass" for check in report.checks)
     score = f"{report.score}/{report.max_score} points, {passed} of {len(report.checks)} checks pass"
-    return [*errors, command("notice", score, title="GPT-2 grader")]
+    return [*errors, command("notice", score, title=report.title())]
 
 
 def pages_url(environ: Mapping[str, str]) -> str:
@@ -81,7 +81,7 @@ def heading(report: Report) -> list[str]:
     """The Markdown report's first lines: the score, then the random reference's notice where it applies."""
     banner = fallback_banner(report)
     return [
-        f"## GPT-2 grader: {report.score}/{report.max_score} points",
+        f"## {report.title()}: {report.score}/{report.max_score} points",
         "",
         *([f"> {literal(banner)}", ""] if banner else []),
     ]

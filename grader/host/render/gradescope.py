@@ -31,11 +31,12 @@ def test(check: CheckResult) -> dict:
 
 
 def results(report: Report) -> dict:
-    banner = fallback_banner(report)
+    said = [line for line in (report.assignment and report.title(), fallback_banner(report)) if line]
     return {
         "score": report.score,
         "execution_time": round(sum(c.seconds for c in report.checks)),
-        **({"output": banner} if banner else {}),
+        **({"output": "\n\n".join(said)} if said else {}),
+        **({"extra_data": {"assignment": report.assignment}} if report.assignment else {}),
         "tests": [test(check) for check in report.checks],
     }
 

@@ -361,14 +361,15 @@ def check_figures(check: CheckResult, reference: str) -> str:
 def render(report: Report) -> str:
     banner = fallback_banner(report)
     parts = [
-        f"<h1>GPT-2 grader: {escape(report.package)} against {escape(report.reference)}</h1>",
+        f"<h1>{escape(report.title(f'{report.package} against {report.reference}'))}</h1>",
         f"<p><strong>{escape(banner)}</strong></p>" if banner else "",
         f"<p>score {report.score}/{report.max_score}; random inputs from seed {report.seed}</p>",
         results_table(report),
         *(check_figures(check, reference_name(report.reference)) for check in report.checks),
     ]
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>GPT-2 grader report</title>'
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(report.title())}</title>"
         f'<link rel="icon" href="data:,"><style>{STYLE}{trigrams.STYLE}</style></head>'
         f"<body>{''.join(parts)}</body></html>"
     )

@@ -50,7 +50,7 @@ def testcase(suite: ElementTree.Element, check: CheckResult) -> None:
 
 
 def render(report: Report) -> str:
-    root = ElementTree.Element("testsuites", name="GPT-2 grader", **counts(report.checks))
+    root = ElementTree.Element("testsuites", name=report.title(), **counts(report.checks))
     for part, checks in groupby(report.checks, key=lambda c: c.part):
         checks = list(checks)
         suite = ElementTree.SubElement(root, "testsuite", name=part, **counts(checks))
@@ -59,6 +59,7 @@ def render(report: Report) -> str:
             {
                 "reference": report.reference,
                 "package": report.package,
+                **({"assignment": report.assignment} if report.assignment else {}),
                 "score": sum(c.score for c in checks),
                 "max_score": sum(c.max_score for c in checks),
             },

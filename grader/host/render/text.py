@@ -75,7 +75,8 @@ def points(group: Sequence[CheckResult]) -> str:
 def table(report: Report) -> Table:
     """One row per check, but one for the checks that share one error (their own results stay in every
     other format), and one per part not begun, in a report of every check (a learner's first runs)."""
-    grid = Table(title=f"GPT-2 grader: {report.package} against {report.reference}", title_justify="left", expand=False)
+    title = report.title(f"{report.package} against {report.reference}")
+    grid = Table(title=title, title_justify="left", expand=False)
     for column in ("check", "status", "points", "shape", "max abs diff"):
         grid.add_column(column, no_wrap=True)
     for label, group in rows(report):

@@ -1,6 +1,6 @@
 """Grade a class: every learner checkout in a directory, with this checkout's grader.
 
-    python -m grader.host.tools.batch SUBMISSIONS_DIR --csv grades.csv [CHECK ...] [--jobs N]
+    python -m grader.host.tools.batch SUBMISSIONS_DIR --csv grades.csv [CHECK ...] [--assignment NAME] [--jobs N]
 
 Each subdirectory of SUBMISSIONS_DIR is one submission, and only its `exercises/` is read: its
 directories and regular files (within size and count limits; no links, pipes, sockets or devices)
@@ -35,6 +35,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.checks import UnknownCheck
+from grader.host.assignments import AssignmentError, add_option, chosen
 from grader.host.cli import add_timeout_option
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
@@ -57,7 +59,7 @@ class Options:
     reference: str  # the kind prepared by the batch: "gpt2" or "random"
     timeout: float  # per check
     submission_timeout: float
-    sandbox_flags: tuple[str, ...] = ()  # passed on to grade: --require-sandbox
+    flags: tuple[str, ...] = ()  # passed on to grade: --require-sandbox, --assignment NAME
 
 
 @dataclass
@@ -256,7 +258,7 @@ def grade_submission(submission: Path, checks: Sequence, options: Options) -> Su
             return Submission(submission.name, error=f"could not copy exercises/: {error}")
         command = [sys.executable, "-m", "grader", *options.check_ids, "--exercises", str(package)]
         command += ["--reference", options.reference, "--timeout", str(options.timeout), "--json", str(report_path)]
-        command += options.sandbox_flags
+        command += options.flags
         # One torch thread each: the parallelism is the jobs', and threads that lose their core spin.
         # The grading's temporary files in the submission's scratch: gone with it, even when the grading is killed.
         env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": scratch}
@@ -325,6 +327,7 @@ def parser() -> argparse.ArgumentParser:
     p = tool_parser("grader.host.tools.batch", __doc__)
     p.add_argument("submissions", type=Path, metavar="SUBMISSIONS_DIR", help="one learner checkout per subdirectory")
     add_grading_options(p, "submissions", "the gradebook to write")
+    add_option(p, "grade")
     p.add_argument(
         "--require-sandbox", action="store_true", help="refuse to grade where the sandbox is not available (as grade)"
     )
@@ -338,9 +341,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def grading_options_problem(submitted: Path, args: argparse.Namespace) -> str | None:
-    """What is wrong with the options batch and the notebooks' grades share (add_grading_options), in a line."""
-    from grader.checks import UnknownCheck, select
-
+    """What is wrong with the options batch and the notebooks' grades share (add_grading_options), and batch's
+    --assignment, in a line."""
     if not submitted.is_dir():
         return f"{submitted} is not a directory"
     if not args.csv.parent.is_dir():
@@ -348,15 +350,14 @@ def grading_options_problem(submitted: Path, args: argparse.Namespace) -> str | 
     if args.jobs < 1:
         return "--jobs must be at least 1"
     try:
-        select(args.checks)
-    except UnknownCheck as error:
+        chosen(args.checks, vars(args).get("assignment"))
+    except (UnknownCheck, AssignmentError) as error:
         return str(error)
     return None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_intermixed_args(argv)  # CHECK ... may follow the options: make batch ARGS="embed"
-    from grader.checks import select
     from grader.host.refcache import ReferenceUnavailable, ensure_reference
 
     def usage(message: str) -> int:
@@ -366,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     problem = grading_options_problem(args.submissions, args)
     if problem:
         return usage(problem)
-    checks = select(args.checks)
+    checks = chosen(args.checks, args.assignment)  # with the assignment's points, as grade gives them
     from grader.shared.sandbox import status
 
     if args.require_sandbox and not status().on:
@@ -384,8 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     results_dir = results_directory(args)
     max_score = sum(check.points for check in checks)
     submission_timeout = args.submission_timeout or submission_time_limit(checks, args.timeout)
-    sandbox_flags = ("--require-sandbox",) if args.require_sandbox else ()
-    options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout, sandbox_flags)
+    flags = ("--require-sandbox",) * args.require_sandbox + (
+        ("--assignment", args.assignment) if args.assignment else ()
+    )
+    options = Options(tuple(args.checks), reference.kind, args.timeout, submission_timeout, flags)
     results = grade_all(submissions, checks, options, args.jobs, result_writer(results_dir, max_score))
     write_gradebook(args.csv, results, checks)
     print(f"graded {len(results)} submissions: {args.csv}, results in {results_dir}")

@@ -1,7 +1,7 @@
 """The class view: which checks most learners fail, and on which named mistakes, from what this grader wrote.
 
     python -m grader.host.tools.class_report RESULTS... [--csv FILE] [--html FILE] [--markdown FILE|-]
-                                       [--pages URL] [--anonymise] [--assignment SLUG]
+                                       [--pages URL] [--anonymise] [--assignment NAME]
 
 Each of RESULTS is a file, or a directory whose *.json and *.csv files are read, and the results.json and
 result.json of its subfolders (Gradescope's export, a folder of Classroom 50 results). Each file is recognised by
@@ -12,6 +12,10 @@ the CSV gradebook of batch and the notebooks (statuses only, no mistakes). A lea
 wins, in the order given (a directory's files by name). Every file is the learner's to forge: a file, or an entry
 or row of one, that is not what it should be is skipped with a line on stderr, and the rest is read
 (grader.host.tools.classview.inputs).
+
+With --assignment NAME, one of the course's assignments (assignments.toml: `grade --assignments`), the view is of
+that assignment: each learner's statuses on its checks only, scored with its points, whatever they were graded on
+(one graded on none of them could not be graded on it), and every output's headline names it.
 
 A learner with no status at all (batch's result with no report, a gradebook row with only its error, a Classroom
 entry without a submission) could not be graded: counted apart, listed with the reason, and left out of every
@@ -35,6 +39,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from grader.host.assignments import Assignment, AssignmentError, load
 from grader.host.tools.classview import page, tables
 from grader.host.tools.classview.inputs import NeedsAssignment, read_results
 from grader.host.tools.classview.tally import ClassView, anonymised, pseudonym, tally
@@ -60,7 +65,12 @@ def parser() -> argparse.ArgumentParser:
         "--pages", metavar="URL", help="where the course pages are read, e.g. https://github.com/o/r/blob/main/"
     )
     p.add_argument("--anonymise", action="store_true", help="a stable pseudonym in place of each learner's name")
-    p.add_argument("--assignment", metavar="SLUG", help="the assignment of a Classroom 50 scores.json holding several")
+    p.add_argument(
+        "--assignment",
+        metavar="NAME",
+        help="the assignment of a Classroom 50 scores.json holding several; where NAME is one of the course's "
+        "(assignments.toml), the view counts its checks only, scored with its points",
+    )
     return p
 
 
@@ -93,7 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     if not learners:
         say(f"no results could be read from {', '.join(str(path) for path in args.results)}")
         return 2
-    view = tally(anonymised(learners) if args.anonymise else learners)
+    try:
+        assignment = course_assignment(args.assignment)
+    except AssignmentError as error:
+        say(str(error))
+        return 2
+    view = tally(anonymised(learners) if args.anonymise else learners, assignment)
     try:
         write_outputs(view, args)
     except OSError as error:
@@ -101,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     say(tables.headline(view))
     return 0
+
+
+def course_assignment(name: str | None) -> Assignment | None:
+    """The course's assignment of that name; None where there is none (a name of Classroom 50's only)."""
+    return next((assignment for assignment in load() if assignment.name == name), None) if name else None
 
 
 def write_outputs(view: ClassView, args: argparse.Namespace) -> None:

@@ -20,14 +20,20 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from grader.host.tools.release import ReleaseError, build_release, hidden_lines, leaked_lines
+from grader.host.assignments import add_option
+from grader.host.tools.release import ReleaseError, build_release, hidden_lines, leaked_lines, stamped
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "templates" / "classroom50" / "autograder.py"
 UNSTAMPED = 'RELEASE = "unreleased"'
+UNASSIGNED = 'COURSE_ASSIGNMENT = ""'
 SOURCE = "grader-src"
-SOURCE_FILES = ("pyproject.toml", "README.md")  # beside grader/: what `pip install` of the grader reads
+SOURCE_FILES = (
+    "pyproject.toml",
+    "README.md",
+    "assignments.toml",
+)  # beside grader/: what `pip install` of the grader reads
 BUNDLE_LIMIT = 10 * 2**20  # Classroom 50's runner fetches no bundle over 10 MiB, compressed
 BUNDLE_ENTRIES = {"autograder.py", SOURCE}
 
@@ -45,11 +51,13 @@ def course_commit(root: Path) -> str:
     return commit + ("-modified" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def stamped_autograder(commit: str) -> str:
+def stamped_autograder(commit: str, assignment: str | None = None) -> str:
+    """autograder.py, stamped with the course's commit and the assignment it grades (None: every check)."""
     text = TEMPLATE.read_text()
     if UNSTAMPED not in text:
         raise ReleaseError(f"{TEMPLATE} has no line {UNSTAMPED!r} to stamp the commit into")
-    return text.replace(UNSTAMPED, f'RELEASE = "{commit}"')
+    text = text.replace(UNSTAMPED, f'RELEASE = "{commit}"')
+    return stamped(text, UNASSIGNED, assignment, str(TEMPLATE)) if assignment else text
 
 
 def compressed_size(folder: Path) -> int:
@@ -67,21 +75,22 @@ def replaceable(outdir: Path) -> bool:
     return outdir.is_dir() and {entry.name for entry in outdir.iterdir()} <= BUNDLE_ENTRIES
 
 
-def build_bundle(outdir: Path, root: Path = REPO_ROOT) -> tuple[str, int]:
-    """Write the bundle to `outdir`; return the commit stamped into it and its compressed size."""
+def build_bundle(outdir: Path, root: Path = REPO_ROOT, assignment: str | None = None) -> tuple[str, int]:
+    """Write the bundle, grading `assignment` (None: every check), to `outdir`; return the commit stamped into it and
+    its compressed size."""
     if not replaceable(outdir):
         raise ReleaseError(f"{outdir} holds files that are no bundle of this command's; choose a new directory")
     commit = course_commit(root)
     outdir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpt2-classroom50-") as scratch:
         release = Path(scratch) / "release"
-        files = build_release(release, root)
+        files = build_release(release, root, assignment)
         staging = Path(scratch) / outdir.name
         for name in files:
             if name.startswith("grader/") or name in SOURCE_FILES:
                 (staging / SOURCE / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(release / name, staging / SOURCE / name)
-        (staging / "autograder.py").write_text(stamped_autograder(commit))
+        (staging / "autograder.py").write_text(stamped_autograder(commit, assignment))
         leaks = leaked_lines(staging, hidden_lines(root / "solutions"))
         if leaks:
             raise ReleaseError(f"a solution line would be in the bundle, e.g. {leaks[0]}")
@@ -97,14 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = tool_parser(
         "grader.host.tools.classroom50", __doc__, "where to write the bundle, e.g. CLASSROOM/autograders/ASSIGNMENT"
     )
+    add_option(parser, "the bundle grades")
     args = parser.parse_args(argv)
     try:
-        commit, size = build_bundle(args.outdir)
+        commit, size = build_bundle(args.outdir, assignment=args.assignment)
     except (ReleaseError, OSError) as error:
         print(f"classroom50: {error}", file=sys.stderr)
         return 1
+    graded = f"assignment {args.assignment}" if args.assignment else "every check"
     print(
-        f"wrote Classroom 50's autograder bundle to {args.outdir} ({size:,} bytes compressed; the grader at {commit}); "
+        f"wrote Classroom 50's autograder bundle to {args.outdir} ({size:,} bytes compressed; the grader at {commit}, "
+        f"grading {graded}); "
         "commit it to your classroom50 repository as CLASSROOM/autograders/ASSIGNMENT/"
     )
     return 0

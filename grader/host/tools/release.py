@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
+from grader.host.assignments import AssignmentError, add_option, find
 from grader.host.tools.stubs import strip_solutions, write_exercises
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
@@ -43,7 +44,8 @@ WORKFLOW = (
     ".github/workflows/grade.yml"  # feedback on every push; Classroom 50's own workflow comes with `gh student accept`
 )
 TEST_SUPPORT = ("tests/conftest.py", "tests/support/reference_session.py", "tests/support/repo.py")
-COPIED = ("pyproject.toml", "Makefile", ".gitignore", *TEST_SUPPORT, WORKFLOW)
+COPIED = ("pyproject.toml", "assignments.toml", "Makefile", ".gitignore", *TEST_SUPPORT, WORKFLOW)
+UNASSIGNED = 'GRADE_ASSIGNMENT: ""'  # the workflow's line that `--assignment NAME` stamps
 README_TEMPLATE = "grader/templates/README.learner.md"
 INSTRUCTOR_SECTIONS = ("For instructors and maintainers",)  # README sections the learner README leaves out
 # Pages of docs/ that never ship: the instructors' and the maintainers'. Every other page of docs/ must be
@@ -69,6 +71,24 @@ INSTRUCTOR_LINE = re.compile(r"^.*<!-- instructors -->.*(?:\n|\Z)", re.MULTILINE
 
 class ReleaseError(RuntimeError):
     """The release cannot be built; the message says why in one line."""
+
+
+def stamped(text: str, line: str, value: str, source: str) -> str:
+    """`text` with its one `line` that holds `""` (`NAME = ""`, `NAME: ""`, `NAME=""`) holding `value` there
+    instead (an assignment's name: letters, digits, '.', '_', '-', which need no escaping)."""
+    if text.count(line) != 1:
+        raise ReleaseError(f"{source} has no one line {line!r} to stamp")
+    return text.replace(line, line.replace('""', f'"{value}"'))
+
+
+def checked_assignment(name: str | None, root: Path) -> str | None:
+    """The assignment's name, once `root`'s assignments.toml is known to hold it; None for every check."""
+    if name is None:
+        return None
+    try:
+        return find(name, root / "assignments.toml").name
+    except AssignmentError as error:
+        raise ReleaseError(str(error)) from None
 
 
 # --- what goes in -------------------------------------------------------------------------------
@@ -248,8 +268,10 @@ def leaked_lines(directory: Path, hidden: set[str]) -> list[str]:
 # --- building -----------------------------------------------------------------------------------
 
 
-def build_release(outdir: Path, root: Path = REPO_ROOT) -> list[str]:
-    """Write the learner repository to outdir (new or empty); return its files, relative."""
+def build_release(outdir: Path, root: Path = REPO_ROOT, assignment: str | None = None) -> list[str]:
+    """Write the learner repository to outdir (new or empty), its workflow grading `assignment` (None: every check);
+    return its files, relative."""
+    assignment = checked_assignment(assignment, root)
     solutions = root / "solutions"
     if not solutions.is_dir():
         raise ReleaseError(f"{solutions} does not exist: the release is built from the instructor's repository")
@@ -267,6 +289,11 @@ def build_release(outdir: Path, root: Path = REPO_ROOT) -> list[str]:
             (staging / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / name, staging / name)
         write_exercises(solutions, staging / "exercises")
+        if assignment:
+            workflow = staging / WORKFLOW
+            if not workflow.is_file():
+                raise ReleaseError(f"--assignment {assignment}: {WORKFLOW} does not exist to grade it")
+            workflow.write_text(stamped(workflow.read_text(), UNASSIGNED, assignment, WORKFLOW))
         (staging / "README.md").write_text(readme)
         for name, text in docs.items():
             (staging / name).parent.mkdir(parents=True, exist_ok=True)
@@ -287,14 +314,16 @@ def build_release(outdir: Path, root: Path = REPO_ROOT) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = tool_parser("grader.host.tools.release", __doc__, "where to write the learner repository (new or empty)")
+    add_option(parser, "the workflow (.github/workflows/grade.yml) grades")
     args = parser.parse_args(argv)
     try:
-        files = build_release(args.outdir)
+        files = build_release(args.outdir, assignment=args.assignment)
     except ReleaseError as error:
         print(f"release: {error}", file=sys.stderr)
         return 1
     tests = [name for name in files if is_test_module(name)]
     workflow = WORKFLOW if WORKFLOW in files else f"none ({WORKFLOW} does not exist)"
+    workflow += f", grading assignment {args.assignment}" if args.assignment else ""
     print(
         f"wrote the learner repository to {args.outdir}: {len(files)} files; workflow: {workflow}; "
         f"learner tests: {', '.join(tests) or 'none'}"

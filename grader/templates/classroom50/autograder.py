@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 RELEASE = "unreleased"  # the course's commit this bundle was made from, stamped by grader.host.tools.classroom50
+COURSE_ASSIGNMENT = ""  # the assignment of the course's assignments.toml graded, stamped as well; "": every check
 GRADER = Path(__file__).resolve().parent / "grader-src"
 CHECKOUT = Path.cwd()
 # Whether this runner can confine the learner's code: then a grading that could not is refused, never quietly
@@ -24,7 +25,7 @@ CHECKOUT = Path.cwd()
 SANDBOX_PROBE = "import sys; from grader.shared.sandbox import status; sys.exit(not status().on)"
 NOTHING_TO_GRADE = (
     "import sys; from pathlib import Path; from grader.host.render.classroom50 import nothing_to_grade; "
-    "sys.exit(nothing_to_grade(sys.argv[1], Path(sys.argv[2])))"
+    "sys.exit(nothing_to_grade(sys.argv[1], Path(sys.argv[2]), sys.argv[3]))"
 )
 # What the runner reads back from the checkout: it writes its own error result into them when this script fails,
 # following a link the learner committed there to wherever it points.
@@ -65,10 +66,11 @@ def main() -> int:
     if not (exercises / "__init__.py").is_file():
         reason = "Nothing to grade: the submission has no exercises/ package (exercises/__init__.py is missing)."
         say(reason)
-        return python("-c", NOTHING_TO_GRADE, reason, str(CHECKOUT))
+        return python("-c", NOTHING_TO_GRADE, reason, str(CHECKOUT), COURSE_ASSIGNMENT)
     python("-m", "grader", "--download", quiet=True)  # where it cannot, grade says why once, then grades offline
     confined = python("-c", SANDBOX_PROBE, quiet=True) == 0  # the report's `sandbox:` line says which
     outputs = ["--exercises", str(exercises), "--classroom50", str(CHECKOUT)]
+    outputs += ["--assignment", COURSE_ASSIGNMENT] if COURSE_ASSIGNMENT else []
     code = python("-m", "grader", *outputs, *(["--require-sandbox"] if confined else []))
     say(f"graded in {time.monotonic() - started:.0f} s since this script started")
     return 0 if code in (0, 1) else code  # 1: some check does not pass, which result.json says

@@ -41,7 +41,8 @@ def table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 def headline(view: ClassView) -> str:
     """How many learners, how many could not be graded, the median score: the first line of every summary."""
-    said = f"{len(view.learners)} learners graded"
+    said = f"assignment {view.assignment}: " if view.assignment else ""
+    said += f"{len(view.learners)} learners graded"
     said += f", {len(view.ungraded)} could not be graded" if view.ungraded else ""
     if view.median_score is not None:
         said += f"; median score {number(view.median_score)} of {number(view.max_score)}"

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from grader.checks import registry
+from grader.host.assignments import Assignment
 from grader.host.course import page_path
 from grader.host.tools.classview.inputs import Learner
 
@@ -45,6 +46,7 @@ class ClassView:
     mistakes: list[NamedMistake]  # the most learners first
     stops: list[tuple[str, int]]  # check, the learners whose first todo it is; the most first
     pages: dict[str, str]  # check -> its course page
+    assignment: str | None = None  # the course's assignment the view is of (--assignment): its checks and points only
 
     def graded_on(self, check: str) -> int:
         return sum(self.statuses[check].values())
@@ -75,8 +77,21 @@ class ClassView:
         return len(self.learners) - sum(count for _, count in self.stops)
 
 
-def tally(learners: Iterable[Learner]) -> ClassView:
-    learners = list(learners)
+def on_assignment(learner: Learner, assignment: Assignment) -> Learner:
+    """The learner's results on the assignment's checks only, scored with its points: the same for every learner,
+    whatever each was graded on. One graded on none of its checks could not be graded on it."""
+    points = {check.id: check.points for check in assignment.checks}
+    statuses = {check: status for check, status in learner.statuses.items() if check in points}
+    score = sum(points[check] for check, status in statuses.items() if status == "pass")
+    mistakes = {check: words for check, words in learner.mistakes.items() if check in points}
+    ungraded = learner.ungraded or ("" if statuses else f"graded on none of assignment {assignment.name}'s checks")
+    return replace(
+        learner, statuses=statuses, mistakes=mistakes, score=score, max_score=assignment.max_score, ungraded=ungraded
+    )
+
+
+def tally(learners: Iterable[Learner], assignment: Assignment | None = None) -> ClassView:
+    learners = [on_assignment(learner, assignment) for learner in learners] if assignment else list(learners)
     graded = sorted((learner for learner in learners if learner.graded), key=lambda ln: (-ln.score, ln.name))
     course = {check.id: page_path(check) for check in registry()}  # in course order
     seen = dict.fromkeys(check for learner in graded for check in learner.statuses)
@@ -90,6 +105,7 @@ def tally(learners: Iterable[Learner]) -> ClassView:
         ranked_mistakes(graded, checks, pages),
         first_todos(graded, checks),
         {check: page for check, page in pages.items() if page},
+        assignment.name if assignment else None,
     )
 
 
