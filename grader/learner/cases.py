@@ -14,6 +14,7 @@ from grader.learner.device import DeviceUnavailable, device_mixup, resolve_devic
 from grader.learner.drivers.replay import replaying
 from grader.learner.guards import Forbidden
 from grader.learner.package import LearnerPackage, describe, in_place_update, learner_frame, one_line, source_place
+from grader.learner.part_stand_ins import standing_in
 from grader.learner.recorder import Recorder, parameter_shapes
 from grader.learner.weights import SkipRandomFills, Source, WeightsMismatch, load_weights
 from grader.shared import wire
@@ -178,7 +179,7 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> R
         ctx.update_reply(device=device_truth.device_name(device, request.device))
     outputs: dict = {}
     try:
-        with device_truth.arithmetic(request.device):
+        with device_truth.arithmetic(request.device), standing_in(package, request.stand_ins):
             run_cases(ctx, request, outputs)
     except WeightsMismatch as mismatch:
         ctx.update_reply(status="weights", weights=mismatch.facts)
