@@ -123,8 +123,10 @@ def test_the_whole_run_renders_in_every_format(fill, reference, tmp_path):
 DIAGONAL_HIDDEN = {"attention.py": [(FUTURE, "torch.triu(all_ones, diagonal=past_kv_pos_offset)")]}
 OFFSET_ONE_SHORT = {"kv_cache.py": [("self.cfg.d_head**0.5, past_posn)", "self.cfg.d_head**0.5, past_posn - 1)")]}
 CRASH_VARIANTS = {"the diagonal hidden": DIAGONAL_HIDDEN, "the cache's mask offset one short": OFFSET_ONE_SHORT}
-# The checks each is graded at: the mask's own check tells the two apart.
-GRADED_AT = {"the diagonal hidden": ("attention.causal_mask", "attention", "kv_cache")}
+# The checks each is graded at: the mask's own check tells the two apart. The diagonal hidden is graded without the mask
+# check, whose failure would have attention and the cache graded on the grader's own mask, where both pass
+# (tests/course/test_stand_ins.py): here attention names the mistake, and the cache's logits are NaN.
+GRADED_AT = {"the diagonal hidden": ("attention", "kv_cache")}
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +173,8 @@ NAMED_AT = {
 @pytest.mark.parametrize("name", tiered(CRASH_VARIANTS, ["the cache's mask offset one short"]))
 def test_each_nan_mistake_is_named_at_its_line(name, crash_variant):
     """NaN in the mistake's own output (the first row of a pattern with the diagonal hidden) matches NaN at the same
-    places; the mask check tells the two apart: it fails only where the mask itself hides the diagonal."""
+    places; the mask check tells the two apart: it passes where the cache's offset is one short (the diagonal hidden
+    is graded without it, GRADED_AT)."""
     package, report = crash_variant(name)
     results = by_id(report)
     check_id, file, function, said = NAMED_AT[name]
@@ -182,8 +185,8 @@ def test_each_nan_mistake_is_named_at_its_line(name, crash_variant):
     assert check.status == "fail" and check.hint and check.hint.startswith(said), (check.message, check.hint)
     assert check.next_step == f"most likely: {check.hint}"
     assert check.file == file and check.line in function_lines(package / file, function), (check.file, check.line)
-    mask_passes = results["attention.causal_mask"].status == "pass"
-    assert mask_passes is (check_id == "kv_cache"), results["attention.causal_mask"].message
+    if "attention.causal_mask" in results:
+        assert results["attention.causal_mask"].status == "pass", results["attention.causal_mask"].message
 
 
 @pytest.mark.slow  # a `grade` command of its own
