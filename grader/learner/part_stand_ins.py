@@ -27,9 +27,8 @@ def apply_causal_mask(self, attn_scores, past_kv_pos_offset: int = 0):
     """Every score of a key after its query set to -inf; query i sits at position past_kv_pos_offset + i."""
     import torch
 
-    query_pos, key_pos = attn_scores.shape[-2:]
-    queries = torch.arange(query_pos, device=attn_scores.device) + past_kv_pos_offset
-    keys = torch.arange(key_pos, device=attn_scores.device)
+    queries = torch.arange(attn_scores.shape[-2], device=attn_scores.device) + past_kv_pos_offset
+    keys = torch.arange(attn_scores.shape[-1], device=attn_scores.device)
     return attn_scores.masked_fill(keys[None, :] > queries[:, None], float("-inf"))
 
 
