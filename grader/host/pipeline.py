@@ -60,6 +60,16 @@ class Grading:
 
 
 Stood = dict[str, list[str]]  # check id -> the parts (check ids) the grader's own replace in it
+
+
+@dataclass
+class Passes:
+    """Where one grading's passes stand: the first ended, and then the checks whose second pass is still to come."""
+
+    first_ended: bool = False
+    pending: set[str] = field(default_factory=set)
+
+
 # (the entry that did not verify, why) -> one built again; ReferenceTampered again is the caller's
 Rebuild = Callable[[ReferenceData, ReferenceTampered], ReferenceData]
 
@@ -92,9 +102,8 @@ class GradingRun:
         self.limits, self.processes, self.keep_evidence, self.rebuild = limits, processes, keep_evidence, rebuild
         self.registered = registry()  # read once: each result names its failing parts as soon as it is final
         self.graph, graded = {check.id: check for check in self.registered}, {check.id for check in self.checks}
-        self.parts = {
-            check.id: used_by(check.id, self.graph) & graded for check in self.checks
-        }  # what a message may name
+        # What a message may name, and what a result waits for
+        self.parts = {check.id: used_by(check.id, self.graph) & graded for check in self.checks}
         self.grading: Grading | None = None  # once iterated to the end
 
     def finished(self) -> Grading:
@@ -119,10 +128,10 @@ class GradingRun:
         judged: dict[str, CheckResult] = {}
         evidence: dict[str, Evidence] = {}  # each check's, where it is kept
         yielded: set[str] = set()
-        settled: set[str] = set()  # the checks past waiting for a second pass
+        passes = Passes()
         with contextlib.ExitStack() as stack:
             processes = self.processes or stack.enter_context(LearnerProcesses(self.limits or Limits()))
-            for checks, stood in self._passes(judged, settled):
+            for checks, stood in self._passes(judged, passes):
                 labels = {check_id: self._labels(parts) for check_id, parts in stood.items()}
                 outcomes = processes.outcomes(self.package, checks, self.reference, labels) if checks else iter(())
                 for check, outcome in stack.enter_context(contextlib.closing(outcomes)):
@@ -130,10 +139,11 @@ class GradingRun:
                         continue  # judged from nothing: the run raises ReferenceTampered once the lanes end
                     seen = Evidence(check, outcome, self.reference)
                     judged[check.id] = self._stood_in(judge(seen), stood.get(check.id, []))
+                    passes.pending.discard(check.id)
                     if self.keep_evidence:
                         evidence[check.id] = seen
-                    yield from self._newly_final(judged, yielded, settled)
-                yield from self._newly_final(judged, yielded, settled)  # a wave's checks that needed no stand-in
+                    yield from self._newly_final(judged, yielded, passes)
+                yield from self._newly_final(judged, yielded, passes)  # a wave's checks that needed no stand-in
         problem = seal.broken()
         if problem:
             raise ReferenceTampered(problem)
@@ -142,7 +152,7 @@ class GradingRun:
         report = Report(self.reference.kind, str(self.package), results, self.reference.fallback_reason, seed, line)
         self.grading = Grading(report, evidence)
 
-    def _passes(self, judged: dict[str, CheckResult], settled: set[str]) -> Iterator[tuple[list[Check], Stood]]:
+    def _passes(self, judged: dict[str, CheckResult], passes: Passes) -> Iterator[tuple[list[Check], Stood]]:
         """The checks to grade, and for each the parts the grader's own replace: every check, none replaced; then,
         once that pass has ended, the checks to grade again with the grader's own parts (`to_stand_in`), in waves.
         A check waits for the waves of the parts it uses, whose results there (a pass, where only their own parts
@@ -150,21 +160,25 @@ class GradingRun:
         yield self.checks, {}
         if not judged.keys() >= {check.id for check in self.checks}:
             return  # the entry did not verify: nothing more is judged
-        waiting = [check for check in self.checks if self._deferred(check.id, judged, settled)]
+        waiting = [check for check in self.checks if to_stand_in(judged[check.id], judged, self.graph)]
+        passes.first_ended, passes.pending = True, {check.id for check in waiting}
         while waiting:
             wave = [check for check in waiting if not self.parts[check.id] & {other.id for other in waiting}]
             waiting = [check for check in waiting if check not in wave]
             stood = {check.id: parts for check in wave if (parts := to_stand_in(judged[check.id], judged, self.graph))}
-            settled.update(check.id for check in wave)
+            passes.pending -= {check.id for check in wave if check.id not in stood}  # final as they are
             yield [check for check in wave if check.id in stood], stood
 
     def _labels(self, parts: list[str]) -> list[str]:
         """The parts the learner's process replaces, by their names there (wire.StandInPart)."""
         return [stand_in_part(self.graph[part]) for part in replaced(parts, self.graph)]
 
-    def _deferred(self, check_id: str, judged: dict[str, CheckResult], settled: set[str]) -> bool:
-        """Whether the check waits for a second pass: it fails while parts the grader has its own of fail too."""
-        return check_id not in settled and bool(to_stand_in(judged[check_id], judged, self.graph))
+    def _waits(self, check_id: str, judged: dict[str, CheckResult], passes: Passes) -> bool:
+        """Whether the check's result waits for a second pass: while the first pass runs, where it fails while parts
+        the grader has its own of fail too (`to_stand_in`, its parts judged); after, where that pass is to come."""
+        if passes.first_ended:
+            return check_id in passes.pending
+        return bool(to_stand_in(judged[check_id], judged, self.graph))
 
     def _stood_in(self, result: CheckResult, parts: list[str]) -> CheckResult:
         """A second pass's result: a note first, and the parts stood in for, which its message does not name again."""
@@ -173,16 +187,16 @@ class GradingRun:
         note = stood_in_note(replaced(parts, self.graph), self.graph)
         return replace(result, stood_in=list(parts), notes=[note, *result.notes])
 
-    def _newly_final(self, judged: dict[str, CheckResult], yielded: set[str], settled: set[str]) -> list[CheckResult]:
-        """The results final now and not yet yielded (`yielded` then holds them): each part judged, no second pass
-        to wait for."""
+    def _newly_final(self, judged: dict[str, CheckResult], yielded: set[str], passes: Passes) -> list[CheckResult]:
+        """The results final now and not yet yielded (`yielded` then holds them): it and each part it uses judged, and
+        none of them waiting for a second pass (a part's decides what a passing check's note says of it)."""
         ready = [
             check.id
             for check in self.checks
             if check.id in judged
             and check.id not in yielded
             and self.parts[check.id] <= judged.keys()
-            and not self._deferred(check.id, judged, settled)
+            and not any(self._waits(one, judged, passes) for one in (check.id, *self.parts[check.id]))
         ]
         yielded.update(ready)
         return with_failing_parts([judged[check_id] for check_id in ready], self.registered, among=judged)
