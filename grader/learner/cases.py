@@ -14,7 +14,6 @@ from grader.learner.device import DeviceUnavailable, device_mixup, resolve_devic
 from grader.learner.drivers.replay import replaying
 from grader.learner.guards import Forbidden
 from grader.learner.package import LearnerPackage, describe, in_place_update, learner_frame, one_line, source_place
-from grader.learner.part_stand_ins import standing_in
 from grader.learner.recorder import Recorder, parameter_shapes
 from grader.learner.weights import SkipRandomFills, Source, WeightsMismatch, load_weights
 from grader.shared import wire
@@ -168,6 +167,8 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> R
     """Every case of the request, in order, until one cannot be completed; the outputs written to scratch."""
     import torch
     from safetensors.torch import save_file
+
+    from grader.learner.part_stand_ins import standing_in  # torch's: imported with it, not with this module
 
     torch.set_num_threads(CHECK_THREADS)
     try:
