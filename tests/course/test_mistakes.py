@@ -18,6 +18,15 @@ DIFFERS = "differs from the random reference"
 EPS_INSIDE = "(residual_var + self.cfg.layer_norm_eps).sqrt()"
 MASK = "return attn_scores.masked_fill(future, self.IGNORE)"
 FUTURE = "torch.triu(all_ones, diagonal=past_kv_pos_offset + 1)"
+MASK_CALL = f"self.apply_causal_mask({SCALED})"
+
+
+def inline_mask(masked: str) -> str:
+    """attention's forward masking its scaled scores itself, where `masked` (of `future`, all ones) is what it hides."""
+    future = "attn_scores.new_ones(attn_scores.shape[-2:], dtype=torch.bool)"
+    return f"({SCALED}).masked_fill({masked.replace('future', future)}, float('-inf'))"
+
+
 # Masks built from the values, as learners have published them: they also hide allowed scores that are exactly 0.
 VALUE_MASK = "return torch.where(torch.triu(attn_scores, 1) != attn_scores, attn_scores, self.IGNORE)"
 VALUE_MASKED = {"attention.py": [(MASK, VALUE_MASK)]}
@@ -168,15 +177,17 @@ MISTAKES = {
         "on scores_3x8.offset5: ",
         "the mask ignores the cached positions before the queries",
     ),
+    # A mask written wrong inside forward: attention's own. Written wrong in apply_causal_mask, the mask's own check
+    # fails, and attention is graded on the grader's mask (tests/course/test_stand_ins.py).
     "a mask that hides the diagonal": (
         "attention",
-        {"attention.py": [(FUTURE, "torch.triu(all_ones, diagonal=0)")]},
+        {"attention.py": [(MASK_CALL, inline_mask("torch.triu(future, diagonal=0)"))]},
         "non-finite",
         "hides the diagonal",
     ),
     "an anti-causal mask": (
         "attention",
-        {"attention.py": [(FUTURE, "torch.tril(all_ones, diagonal=-1)")]},
+        {"attention.py": [(MASK_CALL, inline_mask("torch.tril(future, diagonal=-1)"))]},
         DIFFERS,
         "hides the past",
     ),
