@@ -30,6 +30,16 @@ def inline_mask(masked: str) -> str:
 # Masks built from the values, as learners have published them: they also hide allowed scores that are exactly 0.
 VALUE_MASK = "return torch.where(torch.triu(attn_scores, 1) != attn_scores, attn_scores, self.IGNORE)"
 VALUE_MASKED = {"attention.py": [(MASK, VALUE_MASK)]}
+# The same inside attention's forward (attention's own: in apply_causal_mask, attention is graded on the grader's mask).
+VALUE_MASKED_INLINE = {
+    "attention.py": [
+        (
+            f"attn_scores_masked = {MASK_CALL}",
+            f"scaled = {SCALED}\n        "
+            "attn_scores_masked = torch.where(torch.triu(scaled, 1) != scaled, scaled, self.IGNORE)",
+        )
+    ]
+}
 TRIL_MASK = "return attn_scores.masked_fill(attn_scores.tril() == 0, self.IGNORE)"
 ON_INTEGERS, ZEROS = "differs from the random reference on integer_scores", "allowed scores equal to 0 were masked"
 ON_LARGE, OVERFLOWS = (
@@ -329,7 +339,7 @@ MISTAKES = {
         "eps is not",
     ),
     "a mask built from the values (mask check)": ("attention.causal_mask", VALUE_MASKED, ON_INTEGERS, ZEROS),
-    "a mask built from the values": ("attention", VALUE_MASKED, "non-finite", ZEROS),
+    "a mask built from the values": ("attention", VALUE_MASKED_INLINE, "non-finite", ZEROS),
     "a mask of the nonzero lower triangle": (
         "attention.causal_mask",
         {"attention.py": [(MASK, TRIL_MASK)]},

@@ -207,5 +207,7 @@ def test_the_diagonal_hidden_in_attention_is_named_where_the_nan_first_appears(g
     check_id, edits, _, said = MISTAKES["a mask that hides the diagonal"]
     attention = by_id(grade(write_variant(tmp_path, edits), check_id))["attention"]
     assert attention.status == "fail" and said in attention.hint, (attention.message, attention.hint)
-    assert attention.divergence.startswith("q, k, v match the random reference; attn_scores is the first step")
+    assert attention.divergence.startswith(
+        "q, k, v, unscaled_scores match the random reference; attn_scores is the first step"
+    ), attention.divergence
     assert attention.divergence.endswith("; a NaN first appears in your attn_pattern"), attention.divergence
