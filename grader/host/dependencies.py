@@ -7,15 +7,22 @@ is to fix them unless it names a mistake of its own; a check that passed anyway 
 where the failures start are named: when the mask fails and so attention does, the whole model names the mask.
 A check whose own code raised (its own file does not import, say) tells its own error first, and the failing
 parts in a note; a part stopped by that same error is not named at all. A pure step over results: nothing is re-run.
+
+A failing check whose parts the grader has its own of (`wire.StandInPart`: the model's modules, the mask, gelu_new)
+is graded again with the grader's in place of each that fails its own check (`to_stand_in`; the grading's second
+pass, grader.host.pipeline): its result is then that pass's, with a note naming them (`stood_in_note`), and those
+parts are not named again.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import get_args
 
 from grader.checks import Check, registry
 from grader.host.results import CheckResult
+from grader.shared.wire import StandInPart
 
 BLAMED = ("fail", "error", "timeout")  # a check that is only todo says what to write next already
 UNCOMPILED = ("SyntaxError", "IndentationError", "TabError")  # errors of a file that never ran (wire's "Type: text")
@@ -49,6 +56,40 @@ def part_name(check: Check) -> str:
     return check.target.label if check.target.method not in (None, "forward") else check.target.name
 
 
+def stand_in_part(check: Check) -> str:
+    """The part as the learner's process names it for the grader's own (wire.StandInPart): `mlp.gelu_new`."""
+    return f"{check.target.file}.{part_name(check)}"
+
+
+def to_stand_in(result: CheckResult, results: dict[str, CheckResult], graph: dict[str, Check]) -> list[str]:
+    """The parts of a failing check that fail their own checks (as `results` holds them) and that the grader has its
+    own of, in course order; none where it passes, or where they fail by the check's own error."""
+    if result.status not in BLAMED:
+        return []
+    return [
+        part
+        for part in graph
+        if part in used_by(result.id, graph)
+        and part in results
+        and results[part].status in BLAMED
+        and stand_in_part(graph[part]) in get_args(StandInPart)
+        and not stopped_by(results[part], result, graph)
+    ]
+
+
+def replaced(parts: Sequence[str], graph: dict[str, Check]) -> list[str]:
+    """The parts the grader's own replace: a method is left out where its class is replaced too (the mask, where the
+    whole Attention is the grader's)."""
+    classes = tuple(stand_in_part(graph[part]) + "." for part in parts)
+    return [part for part in parts if not stand_in_part(graph[part]).startswith(classes)]
+
+
+def stood_in_note(parts: Sequence[str], graph: dict[str, Check]) -> str:
+    """ "graded with the grader's LayerNorm in place of yours, which fails layernorm" """
+    names, ids = " and ".join(part_name(graph[part]) for part in parts), " and ".join(parts)
+    return f"graded with the grader's {names} in place of yours, which {'fail' if len(parts) > 1 else 'fails'} {ids}"
+
+
 def state(result: CheckResult, graph: dict[str, Check]) -> str:
     verb = "is not implemented yet" if result.status == "todo" else "fails its own check"
     return f"your {part_name(graph[result.id])} {verb}"
@@ -79,7 +120,7 @@ def stopped_by(part: CheckResult, result: CheckResult, graph: dict[str, Check]) 
 
 
 def blamed(result: CheckResult, parts: list[CheckResult], graph: dict[str, Check]) -> CheckResult:
-    parts = [part for part in parts if not stopped_by(part, result, graph)]
+    parts = [part for part in parts if not stopped_by(part, result, graph) and part.id not in result.stood_in]
     if not parts:
         return result
     states, ids = " and ".join(state(part, graph) for part in parts), " and ".join(part.id for part in parts)

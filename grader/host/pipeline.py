@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader.checks import Check, registry
-from grader.host.dependencies import used_by, with_failing_parts
+from grader.host.dependencies import replaced, stand_in_part, stood_in_note, to_stand_in, used_by, with_failing_parts
 from grader.host.figures import all_figures
 from grader.host.refcache import ReferenceData
 from grader.host.results import CheckResult, Report
@@ -59,6 +59,17 @@ class Grading:
         return Grading(report, {**self.evidence, **later.evidence})
 
 
+Stood = dict[str, list[str]]  # check id -> the parts (check ids) the grader's own replace in it
+
+
+@dataclass
+class Passes:
+    """Where one grading's passes stand: the first ended, and then the checks whose second pass is still to come."""
+
+    first_ended: bool = False
+    pending: set[str] = field(default_factory=set)
+
+
 # (the entry that did not verify, why) -> one built again; ReferenceTampered again is the caller's
 Rebuild = Callable[[ReferenceData, ReferenceTampered], ReferenceData]
 
@@ -69,8 +80,10 @@ class GradingRun:
 
     The reference entry is sealed before any learner code runs. Each check is judged as soon as its outcome is in,
     while the lanes run on, and yielded once final: once every part it uses that this grading runs is judged too
-    (`dependencies`), so `with_failing_parts` would name the same ones after the last check. Nothing is judged once
-    the entry no longer verifies; the run then raises `ReferenceTampered`, or, given `rebuild`, grades every check
+    (`dependencies`), so `with_failing_parts` would name the same ones after the last check. A check that fails
+    while parts it uses fail their own checks, parts the grader has its own of, is graded again once the first pass
+    ends, with the grader's in their place (`_passes`): that result is its own, with a note. Nothing is judged
+    once the entry no longer verifies; the run then raises `ReferenceTampered`, or, given `rebuild`, grades every check
     again on the entry it builds (`reference`: the entry the results were judged against), yielding each again.
     Each check's evidence is kept with `keep_evidence` only: it holds every output the learner's process sent back.
     """
@@ -88,8 +101,9 @@ class GradingRun:
         self.package, self.checks, self.reference = package, list(checks), reference
         self.limits, self.processes, self.keep_evidence, self.rebuild = limits, processes, keep_evidence, rebuild
         self.registered = registry()  # read once: each result names its failing parts as soon as it is final
-        graph, graded = {check.id: check for check in self.registered}, {check.id for check in self.checks}
-        self.parts = {check.id: used_by(check.id, graph) & graded for check in self.checks}  # what a message may name
+        self.graph, graded = {check.id: check for check in self.registered}, {check.id for check in self.checks}
+        # What a message may name, and what a result waits for
+        self.parts = {check.id: used_by(check.id, self.graph) & graded for check in self.checks}
         self.grading: Grading | None = None  # once iterated to the end
 
     def finished(self) -> Grading:
@@ -114,19 +128,22 @@ class GradingRun:
         judged: dict[str, CheckResult] = {}
         evidence: dict[str, Evidence] = {}  # each check's, where it is kept
         yielded: set[str] = set()
+        passes = Passes()
         with contextlib.ExitStack() as stack:
             processes = self.processes or stack.enter_context(LearnerProcesses(self.limits or Limits()))
-            outcomes = stack.enter_context(
-                contextlib.closing(processes.outcomes(self.package, self.checks, self.reference))
-            )
-            for check, outcome in outcomes:
-                if seal.broken():
-                    continue  # judged from nothing: the run raises ReferenceTampered once the lanes end
-                seen = Evidence(check, outcome, self.reference)
-                judged[check.id] = judge(seen)
-                if self.keep_evidence:
-                    evidence[check.id] = seen
-                yield from self._newly_final(judged, yielded)
+            for checks, stood in self._passes(judged, passes):
+                labels = {check_id: self._labels(parts) for check_id, parts in stood.items()}
+                outcomes = processes.outcomes(self.package, checks, self.reference, labels) if checks else iter(())
+                for check, outcome in stack.enter_context(contextlib.closing(outcomes)):
+                    if seal.broken():
+                        continue  # judged from nothing: the run raises ReferenceTampered once the lanes end
+                    seen = Evidence(check, outcome, self.reference)
+                    judged[check.id] = self._stood_in(judge(seen), stood.get(check.id, []))
+                    passes.pending.discard(check.id)
+                    if self.keep_evidence:
+                        evidence[check.id] = seen
+                    yield from self._newly_final(judged, yielded, passes)
+                yield from self._newly_final(judged, yielded, passes)  # a wave's checks that needed no stand-in
         problem = seal.broken()
         if problem:
             raise ReferenceTampered(problem)
@@ -135,12 +152,51 @@ class GradingRun:
         report = Report(self.reference.kind, str(self.package), results, self.reference.fallback_reason, seed, line)
         self.grading = Grading(report, evidence)
 
-    def _newly_final(self, judged: dict[str, CheckResult], yielded: set[str]) -> list[CheckResult]:
-        """The results final now and not yet yielded (`yielded` then holds them)."""
+    def _passes(self, judged: dict[str, CheckResult], passes: Passes) -> Iterator[tuple[list[Check], Stood]]:
+        """The checks to grade, and for each the parts the grader's own replace: every check, none replaced; then,
+        once that pass has ended, the checks to grade again with the grader's own parts (`to_stand_in`), in waves.
+        A check waits for the waves of the parts it uses, whose results there (a pass, where only their own parts
+        failed) decide which parts the grader stands in for."""
+        yield self.checks, {}
+        if not judged.keys() >= {check.id for check in self.checks}:
+            return  # the entry did not verify: nothing more is judged
+        waiting = [check for check in self.checks if to_stand_in(judged[check.id], judged, self.graph)]
+        passes.first_ended, passes.pending = True, {check.id for check in waiting}
+        while waiting:
+            wave = [check for check in waiting if not self.parts[check.id] & {other.id for other in waiting}]
+            waiting = [check for check in waiting if check not in wave]
+            stood = {check.id: parts for check in wave if (parts := to_stand_in(judged[check.id], judged, self.graph))}
+            passes.pending -= {check.id for check in wave if check.id not in stood}  # final as they are
+            yield [check for check in wave if check.id in stood], stood
+
+    def _labels(self, parts: list[str]) -> list[str]:
+        """The parts the learner's process replaces, by their names there (wire.StandInPart)."""
+        return [stand_in_part(self.graph[part]) for part in replaced(parts, self.graph)]
+
+    def _waits(self, check_id: str, judged: dict[str, CheckResult], passes: Passes) -> bool:
+        """Whether the check's result waits for a second pass: while the first pass runs, where it fails while parts
+        the grader has its own of fail too (`to_stand_in`, its parts judged); after, where that pass is to come."""
+        if passes.first_ended:
+            return check_id in passes.pending
+        return bool(to_stand_in(judged[check_id], judged, self.graph))
+
+    def _stood_in(self, result: CheckResult, parts: list[str]) -> CheckResult:
+        """A second pass's result: a note first, and the parts stood in for, which its message does not name again."""
+        if not parts:
+            return result
+        note = stood_in_note(replaced(parts, self.graph), self.graph)
+        return replace(result, stood_in=list(parts), notes=[note, *result.notes])
+
+    def _newly_final(self, judged: dict[str, CheckResult], yielded: set[str], passes: Passes) -> list[CheckResult]:
+        """The results final now and not yet yielded (`yielded` then holds them): it and each part it uses judged, and
+        none of them waiting for a second pass (a part's decides what a passing check's note says of it)."""
         ready = [
             check.id
             for check in self.checks
-            if check.id in judged and check.id not in yielded and self.parts[check.id] <= judged.keys()
+            if check.id in judged
+            and check.id not in yielded
+            and self.parts[check.id] <= judged.keys()
+            and not any(self._waits(one, judged, passes) for one in (check.id, *self.parts[check.id]))
         ]
         yielded.update(ready)
         return with_failing_parts([judged[check_id] for check_id in ready], self.registered, among=judged)

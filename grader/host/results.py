@@ -43,6 +43,7 @@ class CheckResult:
     printed: list[str] = field(default_factory=list)  # what the learner's code printed during the check, cleaned
     figures: dict = field(default_factory=dict)  # plain lists for the HTML report (grader.host.figures); not in to_dict
     page: str | None = None  # the course page that covers this check (docs/course/...): filled from the id
+    stood_in: list[str] = field(default_factory=list)  # the failing parts (check ids) graded with the grader's own
 
     def __post_init__(self):
         if self.page is None:  # the one place a result gets its page: its check module's PAGE, by check id

@@ -168,6 +168,8 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> R
     import torch
     from safetensors.torch import save_file
 
+    from grader.learner.part_stand_ins import standing_in  # torch's: imported with it, not with this module
+
     torch.set_num_threads(CHECK_THREADS)
     try:
         device = torch.device("cpu") if device_truth.simulated(request.device) else resolve_device(request.device)
@@ -178,7 +180,7 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> R
         ctx.update_reply(device=device_truth.device_name(device, request.device))
     outputs: dict = {}
     try:
-        with device_truth.arithmetic(request.device):
+        with device_truth.arithmetic(request.device), standing_in(package, request.stand_ins):
             run_cases(ctx, request, outputs)
     except WeightsMismatch as mismatch:
         ctx.update_reply(status="weights", weights=mismatch.facts)

@@ -35,6 +35,21 @@ ReplyStatus = Literal["ran", "todo", "error", "weights", "forbidden"]
 # Why a check ran the learner's functions on the grader's stand-in Transformer: the learner's Transformer ...
 # (grader.learner.drivers.stand_in_transformer)
 StandIn = Literal["does not import", "fails its own check"]
+# A part of the learner's package the grader has its own of (grader.learner.part_stand_ins), put in its place where
+# that part fails its own check, so that a check composing it is graded on its own code: `<file>.<name>` of a class
+# or function, `<file>.<Class>.<method>` of a method.
+StandInPart = Literal[
+    "embedding.Embed",
+    "embedding.PosEmbed",
+    "normalization.LayerNorm",
+    "attention.Attention",
+    "attention.Attention.apply_causal_mask",
+    "mlp.gelu_new",
+    "mlp.MLP",
+    "block.TransformerBlock",
+    "unembedding.Unembed",
+    "positions.ConcatTransformer.residual",
+]
 RecordKind = Literal["locals", "returns", "modules"]  # what a `Record` holds: a named tensor, a return, a submodule's
 Ending = Literal["answered", "timeout", "crashed", "memory"]
 REPLY_FILE, OUTPUTS_FILE = "reply.json", "outputs.safetensors"
@@ -154,6 +169,7 @@ class Request:
     device: str = "cpu"  # where the learner's modules, weights and inputs go: cpu, cuda, mps or auto
     warm_imports: list[str] = field(default_factory=list)  # libraries imported before the fork (Run.warm_imports)
     round: int = 0  # the seed of anything random in the learner's code: 1 for a second round (Run.draws_again)
+    stand_ins: list[StandInPart] = field(default_factory=list)  # the parts the grader's own replace in this check
 
     def to_json(self) -> str:
         return to_json(REQUEST, self)

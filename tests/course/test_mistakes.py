@@ -18,9 +18,28 @@ DIFFERS = "differs from the random reference"
 EPS_INSIDE = "(residual_var + self.cfg.layer_norm_eps).sqrt()"
 MASK = "return attn_scores.masked_fill(future, self.IGNORE)"
 FUTURE = "torch.triu(all_ones, diagonal=past_kv_pos_offset + 1)"
+MASK_CALL = f"self.apply_causal_mask({SCALED})"
+
+
+def inline_mask(masked: str) -> str:
+    """attention's forward masking its scaled scores itself, where `masked` (of `future`, all ones) is what it hides."""
+    future = "attn_scores.new_ones(attn_scores.shape[-2:], dtype=torch.bool)"
+    return f"({SCALED}).masked_fill({masked.replace('future', future)}, float('-inf'))"
+
+
 # Masks built from the values, as learners have published them: they also hide allowed scores that are exactly 0.
 VALUE_MASK = "return torch.where(torch.triu(attn_scores, 1) != attn_scores, attn_scores, self.IGNORE)"
 VALUE_MASKED = {"attention.py": [(MASK, VALUE_MASK)]}
+# The same inside attention's forward (attention's own: in apply_causal_mask, attention is graded on the grader's mask).
+VALUE_MASKED_INLINE = {
+    "attention.py": [
+        (
+            f"attn_scores_masked = {MASK_CALL}",
+            f"scaled = {SCALED}\n        "
+            "attn_scores_masked = torch.where(torch.triu(scaled, 1) != scaled, scaled, self.IGNORE)",
+        )
+    ]
+}
 TRIL_MASK = "return attn_scores.masked_fill(attn_scores.tril() == 0, self.IGNORE)"
 ON_INTEGERS, ZEROS = "differs from the random reference on integer_scores", "allowed scores equal to 0 were masked"
 ON_LARGE, OVERFLOWS = (
@@ -168,15 +187,17 @@ MISTAKES = {
         "on scores_3x8.offset5: ",
         "the mask ignores the cached positions before the queries",
     ),
+    # A mask written wrong inside forward: attention's own. Written wrong in apply_causal_mask, the mask's own check
+    # fails, and attention is graded on the grader's mask (tests/course/test_stand_ins.py).
     "a mask that hides the diagonal": (
         "attention",
-        {"attention.py": [(FUTURE, "torch.triu(all_ones, diagonal=0)")]},
+        {"attention.py": [(MASK_CALL, inline_mask("torch.triu(future, diagonal=0)"))]},
         "non-finite",
         "hides the diagonal",
     ),
     "an anti-causal mask": (
         "attention",
-        {"attention.py": [(FUTURE, "torch.tril(all_ones, diagonal=-1)")]},
+        {"attention.py": [(MASK_CALL, inline_mask("torch.tril(future, diagonal=-1)"))]},
         DIFFERS,
         "hides the past",
     ),
@@ -318,7 +339,7 @@ MISTAKES = {
         "eps is not",
     ),
     "a mask built from the values (mask check)": ("attention.causal_mask", VALUE_MASKED, ON_INTEGERS, ZEROS),
-    "a mask built from the values": ("attention", VALUE_MASKED, "non-finite", ZEROS),
+    "a mask built from the values": ("attention", VALUE_MASKED_INLINE, "non-finite", ZEROS),
     "a mask of the nonzero lower triangle": (
         "attention.causal_mask",
         {"attention.py": [(MASK, TRIL_MASK)]},

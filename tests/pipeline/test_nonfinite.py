@@ -123,8 +123,10 @@ def test_the_whole_run_renders_in_every_format(fill, reference, tmp_path):
 DIAGONAL_HIDDEN = {"attention.py": [(FUTURE, "torch.triu(all_ones, diagonal=past_kv_pos_offset)")]}
 OFFSET_ONE_SHORT = {"kv_cache.py": [("self.cfg.d_head**0.5, past_posn)", "self.cfg.d_head**0.5, past_posn - 1)")]}
 CRASH_VARIANTS = {"the diagonal hidden": DIAGONAL_HIDDEN, "the cache's mask offset one short": OFFSET_ONE_SHORT}
-# The checks each is graded at: the mask's own check tells the two apart.
-GRADED_AT = {"the diagonal hidden": ("attention.causal_mask", "attention", "kv_cache")}
+# The checks each is graded at. The diagonal hidden is graded at the cache alone: beside the mask's own check, which it
+# fails, the cache would be graded on the grader's own mask and pass (tests/course/test_stand_ins.py); attention names
+# the diagonal hidden inside its forward (test_mistakes.py).
+GRADED_AT = {"the diagonal hidden": ("kv_cache",)}
 
 
 @pytest.fixture(scope="module")
@@ -162,28 +164,22 @@ def test_nan_logits_end_in_a_complete_report(name, crash_variant, tmp_path):
 
 
 # name: (the check that names it, the function holding the edit, the start of the hint)
-NAMED_AT = {
-    "the diagonal hidden": ("attention", "attention.py", "Attention.apply_causal_mask", "the mask hides the diagonal"),
-    "the cache's mask offset one short": ("kv_cache", "kv_cache.py", "CachedAttention.forward", ONE_SHORT),
-}
+NAMED_AT = {"the cache's mask offset one short": ("kv_cache", "kv_cache.py", "CachedAttention.forward", ONE_SHORT)}
 
 
-@pytest.mark.parametrize("name", tiered(CRASH_VARIANTS, ["the cache's mask offset one short"]))
+@pytest.mark.parametrize("name", NAMED_AT)
 def test_each_nan_mistake_is_named_at_its_line(name, crash_variant):
     """NaN in the mistake's own output (the first row of a pattern with the diagonal hidden) matches NaN at the same
-    places; the mask check tells the two apart: it fails only where the mask itself hides the diagonal."""
+    places; the mask check tells the cache's mistake from the mask's: it passes where the cache's offset is one
+    short."""
     package, report = crash_variant(name)
     results = by_id(report)
     check_id, file, function, said = NAMED_AT[name]
     check = results[check_id]
-    if check_id == "attention":  # the scores, masked on the diagonal, differ first; the softmax then makes NaN
-        assert check.divergence.startswith("q, k, v match the random reference; attn_scores is the first step")
-        assert check.divergence.endswith("; a NaN first appears in your attn_pattern"), check.divergence
     assert check.status == "fail" and check.hint and check.hint.startswith(said), (check.message, check.hint)
     assert check.next_step == f"most likely: {check.hint}"
     assert check.file == file and check.line in function_lines(package / file, function), (check.file, check.line)
-    mask_passes = results["attention.causal_mask"].status == "pass"
-    assert mask_passes is (check_id == "kv_cache"), results["attention.causal_mask"].message
+    assert results["attention.causal_mask"].status == "pass", results["attention.causal_mask"].message
 
 
 @pytest.mark.slow  # a `grade` command of its own
@@ -202,3 +198,16 @@ def test_the_grade_command_writes_every_report(name, reference, tmp_path):
     assert kv_cache["status"] == "fail" and kv_cache["hint"].startswith(ONE_SHORT), kv_cache
     jsonschema.validate(json.loads(files["gradescope"].read_text()), schema("gradescope-results.schema.json"))
     assert "<failure" in files["junit"].read_text() and kv_cache["message"][:40] in files["html"].read_text()
+
+
+def test_the_diagonal_hidden_in_attention_is_named_where_the_nan_first_appears(grade, tmp_path):
+    """The scores, masked on the diagonal inside forward, differ first; the softmax then makes NaN."""
+    from test_mistakes import MISTAKES
+
+    check_id, edits, _, said = MISTAKES["a mask that hides the diagonal"]
+    attention = by_id(grade(write_variant(tmp_path, edits), check_id))["attention"]
+    assert attention.status == "fail" and said in attention.hint, (attention.message, attention.hint)
+    assert attention.divergence.startswith(
+        "q, k, v, unscaled_scores match the random reference; attn_scores is the first step"
+    ), attention.divergence
+    assert attention.divergence.endswith("; a NaN first appears in your attn_pattern"), attention.divergence

@@ -238,34 +238,46 @@ def test_a_reference_that_does_not_verify_is_rebuilt_and_the_same_checks_graded_
 
 
 class FedOutcomes:
-    """LearnerProcesses stood in for: hands the run one outcome at a time, in the order given, noting each in `log`."""
+    """LearnerProcesses stood in for: hands the run one outcome at a time, in the order given, noting each in `log`;
+    a second pass's outcome (the parts stood in for given) is the check's id with " again"."""
 
     def __init__(self, order: list[str], log: list):
         self.order, self.log = order, log
         self.limits = Limits(sandbox=False, fork=True)
 
-    def outcomes(self, package, checks, reference):
+    def outcomes(self, package, checks, reference, stand_ins=None):
         by_id = {check.id: check for check in checks}
+        if stand_ins:
+            for check in checks:
+                self.log.append(("again", check.id, stand_ins[check.id]))
+                yield check, f"{check.id} again"
+            return
         for check_id in self.order:
             self.log.append(("outcome", check_id))
             yield by_id[check_id], check_id  # the "outcome": the id, which the stand-in verdict reads
 
 
-def test_a_result_is_yielded_once_every_part_it_uses_is_judged_naming_the_failing_ones(monkeypatch, tmp_path):
-    """attention's outcome comes first, but its result waits for its part, the causal mask: once that fails, both
-    are yielded, attention naming the mask first; layernorm, which uses nothing graded here, is yielded at once."""
-    verdicts = {
-        "attention": result("attention", "fail", message="differs: max abs diff 2"),
-        "layernorm": result("layernorm", "pass"),
-        "attention.causal_mask": result("attention.causal_mask", "fail", message="differs: max abs diff 1e9"),
-    }
+def fed(monkeypatch, tmp_path, verdicts: dict, order: list[str]) -> tuple[pipeline.GradingRun, list]:
+    """A run of the checks of `order` on FedOutcomes, each outcome judged as `verdicts` says, and its log."""
     monkeypatch.setattr(pipeline, "Seal", lambda reference, ids: type("Sealed", (), {"broken": lambda self: None})())
     monkeypatch.setattr(pipeline, "Evidence", lambda check, outcome, reference: outcome)
     monkeypatch.setattr(pipeline, "judge", lambda outcome: verdicts[outcome])
     log: list = []
-    processes = FedOutcomes(["attention", "layernorm", "attention.causal_mask"], log)
     reference = SimpleNamespace(kind="random", meta={}, fallback_reason="")
-    run = pipeline.GradingRun(tmp_path, select(["layernorm", "attention"]), reference, processes=processes)
+    return pipeline.GradingRun(tmp_path, select(order), reference, processes=FedOutcomes(order, log)), log
+
+
+def test_a_result_is_yielded_once_every_part_it_uses_is_judged_naming_the_failing_ones(monkeypatch, tmp_path):
+    """attention's outcome comes first, but its result waits for its part, the causal mask: once that fails,
+    attention is graded again with the grader's mask, and yielded with that verdict; layernorm, which uses nothing
+    graded here, is yielded at once."""
+    verdicts = {
+        "attention": result("attention", "fail", message="differs: max abs diff 2"),
+        "layernorm": result("layernorm", "pass"),
+        "attention.causal_mask": result("attention.causal_mask", "fail", message="differs: max abs diff 1e9"),
+        "attention again": result("attention", "fail", message="differs: max abs diff 3"),
+    }
+    run, log = fed(monkeypatch, tmp_path, verdicts, ["attention", "layernorm", "attention.causal_mask"])
     for got in run:
         log.append(("result", got.id))
     assert log == [
@@ -274,10 +286,48 @@ def test_a_result_is_yielded_once_every_part_it_uses_is_judged_naming_the_failin
         ("result", "layernorm"),
         ("outcome", "attention.causal_mask"),
         ("result", "attention.causal_mask"),
+        ("again", "attention", ["attention.Attention.apply_causal_mask"]),
         ("result", "attention"),
     ]
     attention = next(r for r in run.finished().report.checks if r.id == "attention")
-    assert attention.message.startswith("your Attention.apply_causal_mask fails its own check"), attention.message
+    assert (attention.message, attention.stood_in) == ("differs: max abs diff 3", ["attention.causal_mask"])
+    assert attention.notes == [
+        "graded with the grader's Attention.apply_causal_mask in place of yours, which fails attention.causal_mask"
+    ]
+
+
+def test_a_check_waits_for_the_second_pass_of_a_part_and_is_graded_again_in_a_wave_after_it(monkeypatch, tmp_path):
+    """The mask fails, and so attention and the whole model; attention passes on the grader's mask, so the whole
+    model is graded again with the grader's mask alone; the block, which passed, waits for attention's verdict, so
+    its note does not name an attention that passes."""
+    verdicts = {
+        "attention.causal_mask": result("attention.causal_mask", "fail"),
+        "attention": result("attention", "fail"),
+        "block": result("block", "pass"),
+        "transformer": result("transformer", "fail"),
+        "attention again": result("attention", "pass"),
+        "transformer again": result("transformer", "pass"),
+    }
+    order = ["attention.causal_mask", "attention", "block", "transformer"]
+    run, log = fed(monkeypatch, tmp_path, verdicts, order)
+    for got in run:
+        log.append(("result", got.id))
+    mask = ["attention.Attention.apply_causal_mask"]
+    assert log == [
+        ("outcome", "attention.causal_mask"),
+        ("result", "attention.causal_mask"),
+        *(("outcome", check_id) for check_id in order[1:]),
+        ("again", "attention", mask),
+        ("result", "attention"),
+        ("result", "block"),
+        ("again", "transformer", mask),
+        ("result", "transformer"),
+    ]
+    results = {r.id: r for r in run.finished().report.checks}
+    assert [results[c].status for c in order] == ["fail", "pass", "pass", "pass"]
+    assert results["block"].notes == [
+        "passes, though your Attention.apply_causal_mask fails its own check: fix attention.causal_mask too"
+    ]
 
 
 def package_importing_attention(directory, attention: str):

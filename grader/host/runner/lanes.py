@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +24,7 @@ GRACE = 30.0  # a fork server answers for a hung check itself; this is for a hun
 EXIT_WAIT = 2.0  # seconds for a worker whose stdout closed to exit, before it is said to have hung
 GPT2_LANE, STAND_IN_LANE = "gpt2", "stand-ins"
 OnOutcome = Callable[[Check, Outcome], None]
+StandIns = Mapping[str, Sequence[str]]  # check id -> the parts the grader's own replace in that check
 
 
 class Lane:
@@ -47,14 +48,22 @@ class Lane:
         if self.worker is None:
             self.worker, self.ready = Worker(self.log, self.worker_command, process), False
 
-    def run(self, package: Path, schedule: Schedule, reference: ReferenceData, on_outcome: OnOutcome) -> None:
+    def run(
+        self,
+        package: Path,
+        schedule: Schedule,
+        reference: ReferenceData,
+        on_outcome: OnOutcome,
+        stand_ins: StandIns | None = None,
+    ) -> None:
         """Run every check this lane takes from the `Schedule` it shares with the other lanes, handing each check and
-        its outcome to `on_outcome` as soon as it is known."""
+        its outcome to `on_outcome` as soon as it is known; `stand_ins`: check id -> the parts the grader's own
+        replace in that check."""
         while (check := schedule.take(self.name)) is not None:
             try:
                 if self.cancelled:  # the caller left early (Ctrl-C, say): this lane's thread ends too
                     raise WorkerGone()
-                outcome = self._run_one(package, check, reference)
+                outcome = self._run_one(package, check, reference, (stand_ins or {}).get(check.id, ()))
             finally:
                 schedule.done(check)
             on_outcome(check, outcome)
@@ -73,8 +82,8 @@ class Lane:
             self.ready = True
         return self.worker
 
-    def _run_one(self, package: Path, check: Check, reference: ReferenceData) -> Outcome:
-        request = request_for(package, check, reference, self._scratch(), self.limits)
+    def _run_one(self, package: Path, check: Check, reference: ReferenceData, stand_ins: Sequence[str]) -> Outcome:
+        request = request_for(package, check, reference, self._scratch(), self.limits, stand_ins)
         outcome = self._asked(request)
         request, outcome = on_the_cpu_if_misled(check, request, outcome, reference, self._asked_anew)
         again = undecided(check, outcome, request.cases, reference)

@@ -12,7 +12,7 @@ from pathlib import Path
 from grader.checks import Check
 from grader.host.launch import LEARNER_COMMAND, Started, Twin, end_learner, start_learners, twins_here
 from grader.host.refcache import ReferenceData
-from grader.host.runner.lanes import GPT2_LANE, GRACE, STAND_IN_LANE, Lane, Schedule, parallel
+from grader.host.runner.lanes import GPT2_LANE, GRACE, STAND_IN_LANE, Lane, Schedule, StandIns, parallel
 from grader.host.runner.replies import Outcome
 from grader.host.runner.request import Limits
 
@@ -102,8 +102,11 @@ class LearnerProcesses:
         arrived = dict((check.id, outcome) for check, outcome in self.outcomes(package, checks, reference))
         return {check.id: arrived[check.id] for check in checks}
 
-    def outcomes(self, package: Path, checks: list[Check], reference: ReferenceData) -> Iterator[tuple[Check, Outcome]]:
-        """Each check and its outcome as soon as it is known, while the lanes run on, each in a thread of its own.
+    def outcomes(
+        self, package: Path, checks: list[Check], reference: ReferenceData, stand_ins: StandIns | None = None
+    ) -> Iterator[tuple[Check, Outcome]]:
+        """Each check and its outcome as soon as it is known, while the lanes run on, each in a thread of its own;
+        `stand_ins`: check id -> the parts of the learner's package the grader's own replace in that check.
         Where two lanes may run (`lanes.parallel`), each takes the next check it may from one `Schedule` (never two
         checks of GPT-2's data at once). Left before the last (Ctrl-C in the caller's thread, an error, an early
         `close`), it ends the workers and waits for the lanes' threads: this `LearnerProcesses` then runs no more."""
@@ -113,7 +116,7 @@ class LearnerProcesses:
 
         def run_lane(name: str) -> None:
             try:
-                self.lane(name).run(package, schedule, reference, lambda *known: arrived.put(known))
+                self.lane(name).run(package, schedule, reference, lambda *known: arrived.put(known), stand_ins)
                 arrived.put(name)
             except BaseException as error:  # raised again in the caller's thread
                 schedule.cancel()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,7 +28,10 @@ class Limits:
         return self if self.fork is not None else replace(self, fork=forks_here())
 
 
-def request_for(package: Path, check: Check, reference: ReferenceData, scratch: Path, limits: Limits) -> wire.Request:
+def request_for(
+    package: Path, check: Check, reference: ReferenceData, scratch: Path, limits: Limits, stand_ins: Sequence[str] = ()
+) -> wire.Request:
+    """`stand_ins`: the parts of the learner's package the grader's own replace in this check (wire.StandInPart)."""
     target = check.target
     return wire.Request(
         package=str(package),
@@ -45,6 +49,7 @@ def request_for(package: Path, check: Check, reference: ReferenceData, scratch: 
         fork=bool(limits.fork),
         device=limits.device,
         warm_imports=list(check.run.warm_imports),
+        stand_ins=list(stand_ins),
     )
 
 

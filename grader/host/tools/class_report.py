@@ -20,10 +20,12 @@ that assignment: each learner's statuses on its checks only, scored with its poi
 A learner with no status at all (batch's result with no report, a gradebook row with only its error, a Classroom
 entry without a submission) could not be graded: counted apart, listed with the reason, and left out of every
 count, the median and the score distribution. A check's `timeout` is counted in a column of its own, beside
-`error`. Checks follow the course's order; a check this registry does not know (an older report's) comes after,
-in the order first seen. --anonymise replaces every learner's name, in every output and message, with
-`learner-` and six hex digits of its SHA-256: stable from run to run, but not secret from anyone with the class
-list; a message about a file still names the file, whose path may hold a name.
+`error`. A check that composes parts (the whole model, say) is graded with the grader's own of a part that fails
+its own check (grader.host.dependencies.to_stand_in), so its status is its own: each failure is counted once, at its
+cause, not again at every check that composes it. Checks follow the course's order; a check this registry does not
+know (an older report's) comes after, in the order first seen. --anonymise replaces every learner's name, in every
+output and message, with `learner-` and six hex digits of its SHA-256: stable from run to run, but not secret from
+anyone with the class list; a message about a file still names the file, whose path may hold a name.
 
 Outputs, any of them:
 - --csv: a row per check (`kind` check: how many learners pass, fail, todo, error, timeout, of `graded`), then a
