@@ -32,9 +32,9 @@ from typing_extensions import dataclass_transform  # typing's from Python 3.11
 # What a check's process says about its run, in its reply; how the process ended is the fork server's
 # `Ending`. Neither is a check's status (pass, fail, ...): the grader's verdict decides that from both.
 ReplyStatus = Literal["ran", "todo", "error", "weights", "forbidden"]
-# Why a check ran the learner's functions on the grader's stand-in Transformer: the learner's Transformer ...
-# (grader.learner.drivers.stand_in_transformer)
-StandIn = Literal["does not import", "fails its own check"]
+# Why a check ran on the grader's stand-in for a part of the learner's: the learner's Transformer (or file) ...
+# (grader.learner.drivers.stand_in_transformer, grader.learner.stand_ins)
+StandIn = Literal["does not import", "fails its own check", "does not finish importing"]
 RecordKind = Literal["locals", "returns", "modules"]  # what a `Record` holds: a named tensor, a return, a submodule's
 Ending = Literal["answered", "timeout", "crashed", "memory"]
 REPLY_FILE, OUTPUTS_FILE = "reply.json", "outputs.safetensors"
@@ -106,6 +106,19 @@ def replay_names(path: str) -> tuple[str, str]:
 
 
 @message
+class StoodIn:
+    """A learner's file that does not import, the grader's parts its importers took instead (learner.stand_ins)."""
+
+    file: Text
+    names: list[Text]
+    why: StandIn
+    line: int | None = None  # where its import was stopped, for one that does not finish
+
+    def said(self) -> str:
+        return f"{self.file} {self.why}" + (f" (line {self.line} when stopped)" if self.line else "")
+
+
+@message
 class TargetSpec:
     file: str
     name: str
@@ -154,6 +167,8 @@ class Request:
     device: str = "cpu"  # where the learner's modules, weights and inputs go: cpu, cuda, mps or auto
     warm_imports: list[str] = field(default_factory=list)  # libraries imported before the fork (Run.warm_imports)
     round: int = 0  # the seed of anything random in the learner's code: 1 for a second round (Run.draws_again)
+    unfinished: list[StoodIn] = field(default_factory=list)  # files whose import hangs: stood in for, never run
+    preflight: bool = False  # import each of the learner's files, not a check (runner.preflight)
 
     def to_json(self) -> str:
         return to_json(REQUEST, self)
@@ -229,6 +244,7 @@ class Reply:
     captures: dict[Text, list[Record]] = field(default_factory=dict)
     parameters: list[ParameterShape] = field(default_factory=list)
     stand_in: StandIn | None = None  # why the check ran on the grader's Transformer, not the learner's
+    stood_in: list[StoodIn] = field(default_factory=list)  # the learner's files that do not import, stood in for
     device: Text = ""  # the device the check ran on, named, where it is not the CPU (learner.device_truth)
 
     def to_json(self) -> str:
@@ -309,21 +325,10 @@ def read_reply(scratch: Path, cases: list[CaseSpec]) -> Reply | BadReply:
 # header makes the grader read more than it means to. DTYPES: safetensors' dtype -> (NumPy's name for it, or None
 # where NumPy has none; bytes per element).
 DTYPES = {
-    "F64": ("<f8", 8),
-    "F32": ("<f4", 4),
-    "F16": ("<f2", 2),
-    "BF16": (None, 2),
-    "F8_E4M3": (None, 1),
-    "F8_E5M2": (None, 1),
-    "I64": ("<i8", 8),
-    "I32": ("<i4", 4),
-    "I16": ("<i2", 2),
-    "I8": ("i1", 1),
-    "U64": ("<u8", 8),
-    "U32": ("<u4", 4),
-    "U16": ("<u2", 2),
-    "U8": ("u1", 1),
-    "BOOL": ("?", 1),
+    **{"F64": ("<f8", 8), "F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": (None, 2)},
+    **{"F8_E4M3": (None, 1), "F8_E5M2": (None, 1), "BOOL": ("?", 1)},
+    **{"I64": ("<i8", 8), "I32": ("<i4", 4), "I16": ("<i2", 2), "I8": ("i1", 1)},
+    **{"U64": ("<u8", 8), "U32": ("<u4", 4), "U16": ("<u2", 2), "U8": ("u1", 1)},
 }
 
 
