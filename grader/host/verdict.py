@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from grader.checks import Check
 from grader.host.course import page_path
+from grader.host.dependencies import unfinished_import
 from grader.host.diagnose import (
     Candidate,
     equal_step,
@@ -369,6 +370,8 @@ def next_step(check: Check, result: CheckResult, expected_from: str, where: wire
     place = f"{result.file}:{result.line}" if result.line else result.file
     if result.status == "todo":
         return f"implement {unwritten(check, where)} ({place})"
+    if unfinished_import(result):
+        return f"look for a loop that never ends in what {result.file} runs as it is imported ({place})"
     if result.status == "timeout":
         return f"look for a loop that never ends in {check.target.label} ({place}); --timeout allows more time"
     if result.status == "error":

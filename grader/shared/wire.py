@@ -38,6 +38,8 @@ StandIn = Literal["does not import", "fails its own check", "does not finish imp
 RecordKind = Literal["locals", "returns", "modules"]  # what a `Record` holds: a named tensor, a return, a submodule's
 Ending = Literal["answered", "timeout", "crashed", "memory"]
 REPLY_FILE, OUTPUTS_FILE = "reply.json", "outputs.safetensors"
+# The preflight's stacks (faulthandler's) in its scratch, written at this share of its time (runner.preflight)
+IMPORT_STACK_FILE, STACK_AT = "import-stack.txt", 0.9
 READY = "ready"  # the worker's first word: torch is imported, so a check's time starts with its request
 MAX_REPLY_BYTES = 8 * 2**20  # of the reply, and of the outputs file's header
 MAX_TEXT = 2000  # characters of one message from the learner's side

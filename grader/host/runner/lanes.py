@@ -12,6 +12,7 @@ from pathlib import Path
 from grader.checks import Check
 from grader.host.launch import LEARNER_COMMAND, Twin, usable_cores
 from grader.host.refcache import ReferenceData
+from grader.host.runner import preflight
 from grader.host.runner.device_truth import on_the_cpu_if_misled
 from grader.host.runner.replies import Outcome, outcome_of
 from grader.host.runner.request import Limits, request_for
@@ -47,14 +48,21 @@ class Lane:
         if self.worker is None:
             self.worker, self.ready = Worker(self.log, self.worker_command, process), False
 
-    def run(self, package: Path, schedule: Schedule, reference: ReferenceData, on_outcome: OnOutcome) -> None:
+    def run(
+        self,
+        package: Path,
+        schedule: Schedule,
+        reference: ReferenceData,
+        on_outcome: OnOutcome,
+        unfinished: list[wire.StoodIn] | None = None,
+    ) -> None:
         """Run every check this lane takes from the `Schedule` it shares with the other lanes, handing each check and
-        its outcome to `on_outcome` as soon as it is known."""
+        its outcome to `on_outcome` as soon as it is known; `unfinished`, the files the preflight found to hang."""
         while (check := schedule.take(self.name)) is not None:
             try:
                 if self.cancelled:  # the caller left early (Ctrl-C, say): this lane's thread ends too
                     raise WorkerGone()
-                outcome = self._run_one(package, check, reference)
+                outcome = self._outcome(package, check, reference, unfinished or [])
             finally:
                 schedule.done(check)
             on_outcome(check, outcome)
@@ -73,8 +81,31 @@ class Lane:
             self.ready = True
         return self.worker
 
-    def _run_one(self, package: Path, check: Check, reference: ReferenceData) -> Outcome:
-        request = request_for(package, check, reference, self._scratch(), self.limits)
+    def _outcome(
+        self, package: Path, check: Check, reference: ReferenceData, unfinished: list[wire.StoodIn]
+    ) -> Outcome:
+        """The check run; not where its file does not finish importing, which the preflight paid for."""
+        stood = preflight.needs(check.target.file, unfinished)
+        return preflight.unfinished_outcome(stood) if stood else self._run_one(package, check, reference, unfinished)
+
+    def imports(self, package: Path) -> list[wire.StoodIn]:
+        """The package's files whose import does not finish (`preflight`); none looked for where checks do not fork."""
+        return preflight.unfinished_imports(package, self.limits, self._stopped) if self.limits.fork else []
+
+    def _stopped(self, request: wire.Request) -> wire.StoodIn | None:
+        """Where one preflight was stopped, read from its scratch; None where it finished."""
+        scratch = self._scratch()
+        try:
+            with scratch_filesystem(scratch):
+                answer, _ = self._ask(replace(request, scratch=str(scratch)))
+                return preflight.stopped_at(scratch, Path(request.package)) if answer.ending == "timeout" else None
+        finally:
+            remove_scratch(scratch)
+
+    def _run_one(
+        self, package: Path, check: Check, reference: ReferenceData, unfinished: list[wire.StoodIn]
+    ) -> Outcome:
+        request = replace(request_for(package, check, reference, self._scratch(), self.limits), unfinished=unfinished)
         outcome = self._asked(request)
         request, outcome = on_the_cpu_if_misled(check, request, outcome, reference, self._asked_anew)
         again = undecided(check, outcome, request.cases, reference)

@@ -113,14 +113,15 @@ class LearnerProcesses:
 
         def run_lane(name: str) -> None:
             try:
-                self.lane(name).run(package, schedule, reference, lambda *known: arrived.put(known))
+                self.lane(name).run(package, schedule, reference, lambda *known: arrived.put(known), unfinished)
                 arrived.put(name)
             except BaseException as error:  # raised again in the caller's thread
                 schedule.cancel()
                 arrived.put(error)
 
-        # Where a worker is not warm, it imports torch now (a twin forks), while the first lane runs.
+        # Where a worker is not warm, it imports torch now (a twin forks), while the first lane runs the preflight.
         self._start(names)
+        unfinished = self.lane(GPT2_LANE).imports(package)  # once, before any check: a hang at import costs one timeout
         threads = [threading.Thread(target=run_lane, args=(name,), daemon=True) for name in names]
         running = len(threads)
         try:
