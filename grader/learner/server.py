@@ -41,6 +41,7 @@ CHECK_FILE_BYTES = 512 * 2**20  # RLIMIT_FSIZE: twice what the grader reads of a
 # and the sockets in flight in SCM_RIGHTS messages count against the same limit: at most 2 x 64 sockets,
 # queueing at most 2 x 64 x 2 x wmem_max bytes (about 54 MB; 1 GB where wmem_max is raised to 4 MB).
 CHECK_DESCRIPTORS = 64
+STACKS_AT = 0.9  # of its time, the preflight writes its stacks: before the fork server ends it (runner.preflight)
 _check_numbers = itertools.count()
 
 
@@ -79,20 +80,20 @@ def guarded(package_path: Path, request: Request) -> LearnerPackage:
 
 
 def import_each(request: Request, policy: sandbox.Policy | None) -> None:
-    """The preflight (`grader.host.runner.preflight`): each of the learner's files imported once, confined as a check
-    is; where one is still importing near the end of its time, every thread's stack is written to the scratch for the
-    grader to find the file and line it was stopped at."""
+    """The preflight (`grader.host.runner.preflight`): each of the learner's files the checks grade imported once (and
+    so each file it imports), confined as a check is; where one is still importing near the end of its time, every
+    thread's stack is written to the scratch for the grader to find the file and line it was stopped at."""
     import faulthandler
 
     package_path = Path(request.package).resolve()
     with open(Path(request.scratch) / wire.IMPORT_STACK_FILE, "w") as stack:
-        faulthandler.dump_traceback_later(request.timeout * wire.STACK_AT, file=stack)
+        faulthandler.dump_traceback_later(request.timeout * STACKS_AT, file=stack)
         try:
             if policy is not None:
                 sandbox.confine(policy)
             package = guarded(package_path, request)
-            for file in sorted(path.stem for path in package_path.glob("*.py") if path.stem != "__init__"):
-                with contextlib.suppress(Exception):  # its error is its checks' to report
+            for file in request.preflight:
+                with contextlib.suppress(Exception):  # its error is its checks' to report (a missing file's too)
                     package.module(file)
             reply = wire.Reply("ran")
         except BaseException as error:

@@ -32,14 +32,12 @@ from typing_extensions import dataclass_transform  # typing's from Python 3.11
 # What a check's process says about its run, in its reply; how the process ended is the fork server's
 # `Ending`. Neither is a check's status (pass, fail, ...): the grader's verdict decides that from both.
 ReplyStatus = Literal["ran", "todo", "error", "weights", "forbidden"]
-# Why a check ran on the grader's stand-in for a part of the learner's: the learner's Transformer (or file) ...
-# (grader.learner.drivers.stand_in_transformer, grader.learner.stand_ins)
+# Why a check ran on the grader's part for the learner's (learner.stand_ins): the learner's Transformer (or file) ...
 StandIn = Literal["does not import", "fails its own check", "does not finish importing"]
 RecordKind = Literal["locals", "returns", "modules"]  # what a `Record` holds: a named tensor, a return, a submodule's
 Ending = Literal["answered", "timeout", "crashed", "memory"]
 REPLY_FILE, OUTPUTS_FILE = "reply.json", "outputs.safetensors"
-# The preflight's stacks (faulthandler's) in its scratch, written at this share of its time (runner.preflight)
-IMPORT_STACK_FILE, STACK_AT = "import-stack.txt", 0.9
+IMPORT_STACK_FILE = "import-stack.txt"  # the stacks of the preflight's process, in its scratch (runner.preflight)
 READY = "ready"  # the worker's first word: torch is imported, so a check's time starts with its request
 MAX_REPLY_BYTES = 8 * 2**20  # of the reply, and of the outputs file's header
 MAX_TEXT = 2000  # characters of one message from the learner's side
@@ -116,7 +114,7 @@ class StoodIn:
     why: StandIn
     line: int | None = None  # where its import was stopped, for one that does not finish
 
-    def said(self) -> str:
+    def said(self) -> str:  # as every report says it: "mlp.py does not finish importing (line 7 when stopped)"
         return f"{self.file} {self.why}" + (f" (line {self.line} when stopped)" if self.line else "")
 
 
@@ -140,8 +138,7 @@ class CaseSpec:
     hint: str = ""
     steps: list[str] = field(default_factory=list)
     mistakes: list[str] = field(default_factory=list)
-    # Config fields of another model than GPT-2 (the small induction model): the learner's modules are built at
-    # them, and every parameter is one of the case's overrides.
+    # Config fields of another model (the small induction model): the learner's modules built at them, all overridden.
     config: dict[str, int] = field(default_factory=dict)
 
 
@@ -170,7 +167,7 @@ class Request:
     warm_imports: list[str] = field(default_factory=list)  # libraries imported before the fork (Run.warm_imports)
     round: int = 0  # the seed of anything random in the learner's code: 1 for a second round (Run.draws_again)
     unfinished: list[StoodIn] = field(default_factory=list)  # files whose import hangs: stood in for, never run
-    preflight: bool = False  # import each of the learner's files, not a check (runner.preflight)
+    preflight: list[str] = field(default_factory=list)  # the learner's files to import, not a check (runner.preflight)
 
     def to_json(self) -> str:
         return to_json(REQUEST, self)
@@ -324,14 +321,10 @@ def read_reply(scratch: Path, cases: list[CaseSpec]) -> Reply | BadReply:
 # --- the outputs file ---------------------------------------------------------------------------
 # safetensors' format: 8 bytes (little-endian) giving the header's length, the header (JSON: each tensor's dtype,
 # shape and byte range in the data after it), the data. Checked here, before any tensor is read, so that no forged
-# header makes the grader read more than it means to. DTYPES: safetensors' dtype -> (NumPy's name for it, or None
-# where NumPy has none; bytes per element).
-DTYPES = {
-    **{"F64": ("<f8", 8), "F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": (None, 2)},
-    **{"F8_E4M3": (None, 1), "F8_E5M2": (None, 1), "BOOL": ("?", 1)},
-    **{"I64": ("<i8", 8), "I32": ("<i4", 4), "I16": ("<i2", 2), "I8": ("i1", 1)},
-    **{"U64": ("<u8", 8), "U32": ("<u4", 4), "U16": ("<u2", 2), "U8": ("u1", 1)},
-}
+# header makes the grader read more than it means to. DTYPES: safetensors' dtype -> (NumPy's name or None, bytes each).
+DTYPES = {"F64": ("<f8", 8), "F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": (None, 2), "F8_E4M3": (None, 1)}
+DTYPES |= {"F8_E5M2": (None, 1), "BOOL": ("?", 1), "I64": ("<i8", 8), "I32": ("<i4", 4), "I16": ("<i2", 2)}
+DTYPES |= {"I8": ("i1", 1), "U64": ("<u8", 8), "U32": ("<u4", 4), "U16": ("<u2", 2), "U8": ("u1", 1)}
 
 
 @message

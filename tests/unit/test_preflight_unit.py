@@ -92,15 +92,16 @@ def test_each_file_that_hangs_costs_one_preflight_and_the_next_stands_it_in(pack
         asked.append(request)
         return next(found)
 
-    unfinished = unfinished_imports(package, Limits(timeout=20, fork=True), stopped)
+    unfinished = unfinished_imports(package, ["block", "mlp"], Limits(timeout=20, fork=True), stopped)
     assert [stood.file for stood in unfinished] == ["mlp.py"]
     assert [request.unfinished for request in asked] == [[], unfinished]
-    assert all(request.preflight and request.timeout == 20 and not request.cases for request in asked)
+    assert all(request.preflight == ["block", "mlp"] and request.timeout == 20 for request in asked)
+    assert not any(request.cases for request in asked)
 
 
 def test_a_file_found_again_ends_the_preflights(package):
     again = wire.StoodIn("mlp.py", [], "does not finish importing", 7)
-    assert unfinished_imports(package, Limits(fork=True), lambda request: again) == [again]
+    assert unfinished_imports(package, ["mlp"], Limits(fork=True), lambda request: again) == [again]
 
 
 def test_a_check_of_the_file_or_of_a_package_whose_init_hangs_does_not_run():

@@ -88,9 +88,13 @@ class Lane:
         stood = preflight.needs(check.target.file, unfinished)
         return preflight.unfinished_outcome(stood) if stood else self._run_one(package, check, reference, unfinished)
 
-    def imports(self, package: Path) -> list[wire.StoodIn]:
-        """The package's files whose import does not finish (`preflight`); none looked for where checks do not fork."""
-        return preflight.unfinished_imports(package, self.limits, self._stopped) if self.limits.fork else []
+    def imports(self, package: Path, checks: list[Check]) -> list[wire.StoodIn]:
+        """The package's files whose import does not finish, of those the checks grade and those they import
+        (`preflight`); none looked for where checks do not fork."""
+        if not self.limits.fork or not checks:
+            return []
+        files = sorted({check.target.file for check in checks})
+        return preflight.unfinished_imports(package, files, self.limits, self._stopped)
 
     def _stopped(self, request: wire.Request) -> wire.StoodIn | None:
         """Where one preflight was stopped, read from its scratch; None where it finished."""

@@ -1,11 +1,12 @@
-"""The import preflight: before any check, each of the learner's files is imported once, in a confined fork as a
-check is, under the check timeout. A file that does not finish importing (a `while True` at its top) costs that one
-timeout, not one per check: it is then stood in for in every check (`grader.learner.stand_ins`), and each check of
-its own says "mlp.py does not finish importing (line N when stopped)" without running.
+"""The import preflight: before any check, each of the learner's files the checks grade is imported once (and so each
+file it imports), in a confined fork as a check is, under the check timeout. A file that does not finish importing (a
+`while True` at its top) costs that one timeout, not one per check: it is then stood in for in every check
+(`grader.learner.stand_ins`), and each check of its own says "mlp.py does not finish importing (line N when stopped)"
+without running.
 
 The file and line come from the stacks faulthandler writes into the preflight's scratch shortly before its time is
-up (`wire.STACK_AT`): what the learner's process wrote, read as hostile (a regular file, bounded, each frame matched
-whole, the file one of the package's)."""
+up (`learner.server.STACKS_AT`): what the learner's process wrote, read as hostile (a regular file, bounded, each
+frame matched whole, the file one of the package's)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,15 @@ INIT = "__init__.py"  # where it hangs, no check can run
 
 
 def unfinished_imports(
-    package: Path, limits: Limits, stopped: Callable[[wire.Request], wire.StoodIn | None]
+    package: Path, files: list[str], limits: Limits, stopped: Callable[[wire.Request], wire.StoodIn | None]
 ) -> list[wire.StoodIn]:
-    """The files of the package whose import does not finish, one preflight each (`stopped`: where the preflight
-    was stopped, None where it finished), until one finishes or names no new file."""
+    """The files of the package whose import does not finish, among `files` (the checks' own) and those they import,
+    one preflight each (`stopped`: where it was stopped, None where it finished), until one finishes or names no new
+    file."""
     unfinished: list[wire.StoodIn] = []
-    while (found := stopped(preflight_request(package, limits, unfinished))) and found.file not in names(unfinished):
+    while (found := stopped(preflight_request(package, files, limits, unfinished))) and found.file not in names(
+        unfinished
+    ):
         unfinished.append(found)
         if found.file == INIT:
             break
@@ -39,7 +43,7 @@ def names(unfinished: list[wire.StoodIn]) -> set[str]:
     return {stood.file for stood in unfinished}
 
 
-def preflight_request(package: Path, limits: Limits, unfinished: list[wire.StoodIn]) -> wire.Request:
+def preflight_request(package: Path, files: list[str], limits: Limits, unfinished: list[wire.StoodIn]) -> wire.Request:
     """The request of one preflight: no check, no case, no weights; its scratch is the lane's to fill in."""
     return wire.Request(
         package=str(package),
@@ -53,7 +57,7 @@ def preflight_request(package: Path, limits: Limits, unfinished: list[wire.Stood
         memory_bytes=int(limits.memory_gb * 2**30),
         sandbox=limits.sandbox and bool(limits.fork) and sandbox.status().on,
         unfinished=list(unfinished),  # as found so far: the list grows after
-        preflight=True,
+        preflight=files,
     )
 
 

@@ -121,7 +121,9 @@ class LearnerProcesses:
 
         # Where a worker is not warm, it imports torch now (a twin forks), while the first lane runs the preflight.
         self._start(names)
-        unfinished = self.lane(GPT2_LANE).imports(package)  # once, before any check: a hang at import costs one timeout
+        unfinished = self.lane(GPT2_LANE).imports(
+            package, checks
+        )  # once, before any check: a hang at import costs one timeout
         threads = [threading.Thread(target=run_lane, args=(name,), daemon=True) for name in names]
         running = len(threads)
         try:

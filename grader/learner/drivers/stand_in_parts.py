@@ -33,7 +33,7 @@ class TransformerSampler:
     @torch.inference_mode()
     def sample(self, prompt: str, max_tokens_generated: int = 100, **kwargs) -> str:
         ids = self.tokenizer.encode(prompt, return_tensors="pt")[0]
-        for _ in range(max_tokens_generated):
+        for _token in range(max_tokens_generated):
             token = self.sample_next_token(ids, self.model(ids[-self.cfg.n_ctx :].unsqueeze(0))[0, -1], **kwargs)
             ids = torch.cat([ids, ids.new_tensor([token])])
             if token == self.tokenizer.eos_token_id:
@@ -67,7 +67,7 @@ class TransformerSampler:
 
     @staticmethod
     def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
-        return logits / temperature
+        return torch.div(logits, temperature)
 
     @staticmethod
     def apply_frequency_penalty(input_ids: Tensor, logits: Tensor, freq_penalty: float) -> Tensor:
