@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -40,7 +41,7 @@ class Lane:
         self.worker: Worker | None = None
         self.ready = False  # the worker has said wire.READY
         self.cancelled = False  # no more checks: the grading was interrupted
-        self.requests = 0
+        self.requests: Counter[str] = Counter()  # of each kind: check, preflight
 
     def start(self, process: subprocess.Popen | Twin | None = None) -> None:
         """Start the worker now (it imports torch), so that it is ready by the first check; or adopt `process`, the
@@ -98,7 +99,7 @@ class Lane:
 
     def _stopped(self, request: wire.Request) -> wire.StoodIn | None:
         """Where one preflight was stopped, read from its scratch; None where it finished."""
-        scratch = self._scratch()
+        scratch = self._scratch("preflight")
         try:
             with scratch_filesystem(scratch):
                 answer, _ = self._ask(replace(request, scratch=str(scratch)))
@@ -121,10 +122,10 @@ class Lane:
     def _asked_anew(self, request: wire.Request) -> Outcome:
         return self._asked(replace(request, scratch=str(self._scratch())))
 
-    def _scratch(self) -> Path:
-        """A new directory for one request: the only one its check may write."""
-        self.requests += 1
-        scratch = self.scratch / f"check-{self.name}-{self.requests}"
+    def _scratch(self, kind: str = "check") -> Path:
+        """A new directory for one request: the only one its check (or preflight) may write."""
+        self.requests[kind] += 1
+        scratch = self.scratch / f"{kind}-{self.name}-{self.requests[kind]}"
         scratch.mkdir(mode=0o700)
         return scratch
 
