@@ -59,7 +59,7 @@ class LearnerPackage:
             sys.meta_path.insert(0, LearnerFinder())
         self.unfinished = {Path(stood.file).stem: stood for stood in unfinished}
         sys.modules.update(
-            {full_name(file): StandInModule(file, UNFINISHED, s.line) for file, s in self.unfinished.items()}
+            {full_name(file): StandInModule(file, UNFINISHED, stood.line) for file, stood in self.unfinished.items()}
         )
         init = self.path / "__init__.py"
         spec = importlib.util.spec_from_file_location(
