@@ -17,6 +17,7 @@ parts are not named again.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import get_args
 
@@ -26,6 +27,7 @@ from grader.shared.wire import StandInPart
 
 BLAMED = ("fail", "error", "timeout")  # a check that is only todo says what to write next already
 UNCOMPILED = ("SyntaxError", "IndentationError", "TabError")  # errors of a file that never ran (wire's "Type: text")
+UNFINISHED = re.compile(r"\S+\.py does not finish importing( \(line \d+ when stopped\))?")  # wire.StoodIn.said
 
 
 def used_by(check_id: str, graph: dict[str, Check]) -> set[str]:
@@ -91,8 +93,20 @@ def stood_in_note(parts: Sequence[str], graph: dict[str, Check]) -> str:
 
 
 def state(result: CheckResult, graph: dict[str, Check]) -> str:
+    if unfinished_import(result):
+        return result.message
     verb = "is not implemented yet" if result.status == "todo" else "fails its own check"
     return f"your {part_name(graph[result.id])} {verb}"
+
+
+def to_fix(result: CheckResult) -> str:
+    """What to fix for a failing part: its check, or its file where that does not finish importing."""
+    return result.file if unfinished_import(result) else result.id
+
+
+def unfinished_import(result: CheckResult) -> bool:
+    """Whether the check did not run, its file not finishing importing (`runner.preflight`)."""
+    return result.status == "timeout" and UNFINISHED.fullmatch(result.message) is not None
 
 
 def with_failing_parts(
@@ -115,6 +129,8 @@ def raised_in_own_file(result: CheckResult, graph: dict[str, Check]) -> bool:
 def stopped_by(part: CheckResult, result: CheckResult, graph: dict[str, Check]) -> bool:
     """Whether the part failed only by the check's own error: at the same line, one that is not the part's own
     code (its package does not import) or never ran (a syntax error). A part's code raising there is the cause."""
+    if unfinished_import(part):  # the same file's hang
+        return part.message == result.message
     same = part.error_place is not None and part.error_place == result.error_place
     return same and (not raised_in_own_file(part, graph) or result.message.startswith(UNCOMPILED))
 
@@ -123,7 +139,9 @@ def blamed(result: CheckResult, parts: list[CheckResult], graph: dict[str, Check
     parts = [part for part in parts if not stopped_by(part, result, graph) and part.id not in result.stood_in]
     if not parts:
         return result
-    states, ids = " and ".join(state(part, graph) for part in parts), " and ".join(part.id for part in parts)
+    states = " and ".join(dict.fromkeys(state(part, graph) for part in parts))
+    fixes = list(dict.fromkeys(to_fix(part) for part in parts))
+    ids = " and ".join(fixes)
     if result.status == "pass":
         return dataclasses.replace(result, notes=[*result.notes, f"passes, though {states}: fix {ids} too"])
     if raised_in_own_file(result, graph) and all(part.error_place != result.error_place for part in parts):
@@ -131,7 +149,7 @@ def blamed(result: CheckResult, parts: list[CheckResult], graph: dict[str, Check
     if result.status not in BLAMED:
         return result
     # A named mistake is still the next step; else the part's own check says what is wrong there.
-    fix_first = f"fix {ids} first (grade {' '.join(part.id for part in parts)}), then grade {result.id} again"
+    fix_first = f"fix {ids} first (grade {' '.join(fixes)}), then grade {result.id} again"
     return dataclasses.replace(
         result,
         message=f"{states}: fix {ids} first; {result.message}",

@@ -28,7 +28,7 @@ from filelock import FileLock, Timeout
 from pydantic import TypeAdapter
 
 from grader import __version__
-from grader.shared import wire
+from grader.shared import outputs_file, wire
 from grader.shared.entry import ENTRY_FILES, PROGRESS_PREFIX, digested_files, safetensors_header
 from grader.shared.paths import cache_root
 
@@ -104,7 +104,7 @@ def mapped_tensors(path: Path, prefix: str) -> dict:
         mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if chosen else None
     tensors = {}
     for key, entry in chosen.items():
-        numpy_name, (begin, end) = wire.DTYPES[entry["dtype"]][0], entry["data_offsets"]
+        numpy_name, (begin, end) = outputs_file.DTYPES[entry["dtype"]][0], entry["data_offsets"]
         if numpy_name is None:  # never one of the builder's: it writes float and integer tensors
             raise ValueError(f"{path.name}: {key} is {entry['dtype']}, a dtype NumPy cannot read")
         dtype = np.dtype(numpy_name)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from grader.checks import Check
 from grader.host.course import page_path
+from grader.host.dependencies import unfinished_import
 from grader.host.diagnose import (
     Candidate,
     equal_step,
@@ -213,13 +214,17 @@ def notes(evidence: Evidence) -> list[str]:
 def run_notes(outcome: Outcome) -> list[str]:
     """What the check's run says whatever its verdict: that its device computed wrongly, so it was graded on the
     CPU; that it ran on the grader's Transformer, the learner's failing (not "GPT-2's": offline that holds the random
-    reference's weights, and the training checks' is a tiny model)."""
+    reference's weights, and the training checks' is a tiny model); each part of the grader's the learner's files
+    took in place of one of theirs that does not import (a Transformer already said once)."""
     stand_in = outcome.reply.stand_in
-    return [
-        note
-        for note in (outcome.device_fault, stand_in and f"graded on the grader's own Transformer: yours {stand_in}")
-        if note
+    said = {"Transformer"} if stand_in else set()
+    parts = [
+        f"graded with the grader's {' and '.join(names)} in place of yours: {stood.said()}"
+        for stood in outcome.reply.stood_in
+        if (names := [name for name in stood.names if name not in said])
     ]
+    model = stand_in and f"graded on the grader's own Transformer: yours {stand_in}"
+    return [note for note in (outcome.device_fault, model, *parts) if note]
 
 
 def compare_cases(evidence: Evidence) -> Compared:
@@ -367,6 +372,8 @@ def next_step(check: Check, result: CheckResult, expected_from: str, where: wire
     place = f"{result.file}:{result.line}" if result.line else result.file
     if result.status == "todo":
         return f"implement {unwritten(check, where)} ({place})"
+    if unfinished_import(result):
+        return f"look for a loop that never ends in what {result.file} runs as it is imported ({place})"
     if result.status == "timeout":
         return f"look for a loop that never ends in {check.target.label} ({place}); --timeout allows more time"
     if result.status == "error":

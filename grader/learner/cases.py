@@ -186,6 +186,7 @@ def run_request(package: LearnerPackage, request: Request, weights, inputs) -> R
         ctx.update_reply(status="weights", weights=mismatch.facts)
     except BaseException as error:  # learner code may raise SystemExit or KeyboardInterrupt too
         ctx.reply = failure_reply(error, package.path, device, ctx.reply)
+    ctx.update_reply(stood_in=package.stood_in())
     if outputs:
         save_file(outputs, str(Path(request.scratch) / wire.OUTPUTS_FILE))
     return ctx.reply

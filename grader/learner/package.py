@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import gc
 import importlib.abc
@@ -12,15 +13,13 @@ import linecache
 import sys
 import traceback
 import types
+from collections.abc import Sequence
 from pathlib import Path
 
-from grader.shared.wire import Place
+from grader.learner.stand_ins import DOES_NOT_IMPORT, UNFINISHED, StandInModule, learner_imports
+from grader.shared.wire import Place, StoodIn
 
 PACKAGE_NAME = "learner_package"
-# A learner's file that does not import, and the grader's module given in its place to the files that import it:
-# so that one syntax error in transformer.py costs its own checks, not those of interp.py (its functions take a
-# Transformer). Asked for by itself (`LearnerPackage.module("transformer")`), the file still raises its own error.
-STAND_INS = {"transformer": ("grader.learner.drivers.stand_in_transformer", ("interp", "training"))}
 
 
 def one_line(error: BaseException) -> str:
@@ -46,11 +45,22 @@ class LearnerFinder(importlib.abc.MetaPathFinder):
         return importlib.machinery.FileFinder(path[0], (SourceOnlyLoader, [".py"])).find_spec(fullname, target)
 
 
+class DoesNotFinishImporting(ImportError):
+    """A file the import preflight found to hang, asked for by itself: never imported again."""
+
+
 class LearnerPackage:
-    def __init__(self, path: Path):
+    """The learner's package, each file that does not import given to the files that import it as the grader's
+    stand-in (`grader.learner.stand_ins`); `unfinished`, the files whose import hangs, stood in for from the start."""
+
+    def __init__(self, path: Path, unfinished: Sequence[StoodIn] = ()):
         self.path = path.resolve()
         if not any(isinstance(finder, LearnerFinder) for finder in sys.meta_path):  # once per process
             sys.meta_path.insert(0, LearnerFinder())
+        self.unfinished = {Path(stood.file).stem: stood for stood in unfinished}
+        sys.modules.update(
+            {full_name(file): StandInModule(file, UNFINISHED, stood.line) for file, stood in self.unfinished.items()}
+        )
         init = self.path / "__init__.py"
         spec = importlib.util.spec_from_file_location(
             PACKAGE_NAME,
@@ -65,32 +75,62 @@ class LearnerPackage:
         spec.loader.exec_module(package)
 
     def module(self, file: str):
+        """The learner's file, imported, its own error raised where it does not import: those of the files it imports
+        stood in for first."""
         if not (self.path / f"{file}.py").is_file():
             raise LookupError(f"{file}.py is missing from {self.path}")
-        name = f"{PACKAGE_NAME}.{file}"
-        if getattr(sys.modules.get(name), "__name__", name) != name:  # a stand-in, put for another file's import
+        if file in self.unfinished:
+            raise DoesNotFinishImporting(self.unfinished[file].said())
+        name = full_name(file)
+        if isinstance(sys.modules.get(name), StandInModule):  # put there for another file's import
             del sys.modules[name]
         try:
             return importlib.import_module(name)
         except Exception:
-            if not self.stand_in_for(file):
+            if not self.stand_ins_under(file):
                 raise
         return importlib.import_module(name)
 
-    def stand_in_for(self, importer: str) -> bool:
-        """Put the grader's stand-in (STAND_INS) in the place of each file `importer` may import that does not
-        import itself; whether one was put, so that importing `importer` again may succeed."""
+    def part(self, file: str, name: str):
+        """`name` of the learner's `file` where that file imports, else the grader's stand-in for it (and the check's
+        reply says so): a part the check builds on, not the one it grades."""
+        stood_in = self.stood_in_for(file, {name}, ())
+        return getattr(sys.modules[full_name(file)] if stood_in else self.module(file), name)
+
+    def stand_ins_under(self, importer: str, chain: tuple[str, ...] = ()) -> bool:
+        """Put the grader's stand-in in the place of each file `importer` imports, directly or through another, that
+        does not import; whether one was put, so that importing `importer` again may succeed."""
         placed = False
-        for file, (stand_in, importers) in STAND_INS.items():
-            name = f"{PACKAGE_NAME}.{file}"
-            if importer not in importers or name in sys.modules:  # it imports, or a stand-in is there already
-                continue
-            try:
-                importlib.import_module(name)
-            except Exception:
-                sys.modules[name] = importlib.import_module(stand_in)
-                placed = True
+        for file, names in learner_imports(self.path, importer).items():
+            if file not in chain:
+                placed |= self.stood_in_for(file, names, (*chain, importer))
         return placed
+
+    def stood_in_for(self, file: str, names: set[str], chain: tuple[str, ...]) -> bool:
+        """Whether `file`, or a file it imports, is stood in for, as it is put now where `file` does not import (after
+        a stand-in for each file it imports that does not) or lacks one of `names`, the names its importer takes."""
+        name = full_name(file)
+        if isinstance(sys.modules.get(name), StandInModule):
+            return True
+        placed = False
+        try:
+            module = importlib.import_module(name)
+        except Exception:
+            placed, module = self.stand_ins_under(file, chain), None
+            with contextlib.suppress(Exception):
+                module = importlib.import_module(name) if placed else None
+        if module is None:
+            sys.modules[name] = StandInModule(file, DOES_NOT_IMPORT)
+        elif not all(hasattr(module, part) for part in names):
+            sys.modules[name] = StandInModule(file, DOES_NOT_IMPORT, own=module)
+        else:
+            return placed
+        return True
+
+    def stood_in(self) -> list[StoodIn]:
+        """The stand-ins the learner's files took parts of, for the check's reply."""
+        modules = [module for module in list(sys.modules.values()) if isinstance(module, StandInModule)]
+        return [stood for stood in (module.stood_in() for module in modules) if stood]
 
     def attribute(self, file: str, name: str):
         module = self.module(file)
@@ -100,6 +140,11 @@ class LearnerPackage:
 
     def config(self):
         return self.attribute("config", "Config")()
+
+
+def full_name(file: str) -> str:
+    """The module name a file of the learner's package is imported under."""
+    return f"{PACKAGE_NAME}.{file}"
 
 
 def learner_frame(error: BaseException, package: Path) -> Place | None:

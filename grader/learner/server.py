@@ -41,6 +41,7 @@ CHECK_FILE_BYTES = 512 * 2**20  # RLIMIT_FSIZE: twice what the grader reads of a
 # and the sockets in flight in SCM_RIGHTS messages count against the same limit: at most 2 x 64 sockets,
 # queueing at most 2 x 64 x 2 x wmem_max bytes (about 54 MB; 1 GB where wmem_max is raised to 4 MB).
 CHECK_DESCRIPTORS = 64
+STACKS_AT = 0.9  # of its time, the preflight writes its stacks: before the fork server ends it (runner.preflight)
 _check_numbers = itertools.count()
 
 
@@ -49,6 +50,8 @@ def run_check(request: Request, forked: bool, policy: sandbox.Policy | None = No
     In a fork of its own it is also capped in memory and, given a policy, confined."""
     from safetensors import safe_open
 
+    if request.preflight:
+        return import_each(request, policy)
     package_path = Path(request.package).resolve()
     scratch = Path(request.scratch)
     try:
@@ -62,13 +65,41 @@ def run_check(request: Request, forked: bool, policy: sandbox.Policy | None = No
                 limit_memory(request.memory_bytes)
             if policy is not None:  # given to a fork only
                 sandbox.confine(policy)
-            solutions = REPO_ROOT / "solutions"
-            install_guards([] if package_path == solutions else [solutions])
-            package = LearnerPackage(package_path)
+            package = guarded(package_path, request)
             reply = run_request(package, request, weights, inputs)
     except BaseException as error:
         reply = failure_reply(error, package_path)
     write_reply(scratch, reply.to_json())
+
+
+def guarded(package_path: Path, request: Request) -> LearnerPackage:
+    """The learner's package, imported once the guards are on (the solutions unreadable, but to themselves)."""
+    solutions = REPO_ROOT / "solutions"
+    install_guards([] if package_path == solutions else [solutions])
+    return LearnerPackage(package_path, request.unfinished)
+
+
+def import_each(request: Request, policy: sandbox.Policy | None) -> None:
+    """The preflight (`grader.host.runner.preflight`): each of the learner's files the checks grade imported once (and
+    so each file it imports), confined as a check is; where one is still importing near the end of its time, every
+    thread's stack is written to the scratch for the grader to find the file and line it was stopped at."""
+    import faulthandler
+
+    package_path = Path(request.package).resolve()
+    with open(Path(request.scratch) / wire.IMPORT_STACK_FILE, "w") as stack:
+        faulthandler.dump_traceback_later(request.timeout * STACKS_AT, file=stack)
+        try:
+            if policy is not None:
+                sandbox.confine(policy)
+            package = guarded(package_path, request)
+            for file in request.preflight:
+                with contextlib.suppress(Exception):  # its error is its checks' to report (a missing file's too)
+                    package.module(file)
+            reply = wire.Reply("ran")
+        except BaseException as error:
+            reply = failure_reply(error, package_path)
+        faulthandler.cancel_dump_traceback_later()
+    write_reply(Path(request.scratch), reply.to_json())
 
 
 def write_reply(scratch: Path, reply: str) -> None:

@@ -5,7 +5,7 @@ JSON line; the check's process writes its reply as JSON into its scratch directo
 tensors as `outputs.safetensors` beside it. The learner's code runs in that process and may have
 written anything there (a link, a directory, a FIFO, a file with a forged header), so the grader
 opens what it left through `open_left`, reads every reply through `parse_reply` and the outputs
-file's header through `outputs_index` before any tensor; none of them raises on what it reads:
+file's header through `outputs_file.outputs_index` before any tensor; none of them raises on what it reads:
 what is not what it should be is a `BadReply` with a one-line reason.
 
 The dataclasses below are the format's one definition: every process builds its messages as these
@@ -16,9 +16,7 @@ never a field silently lost.
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import os
 import re
 import stat
@@ -32,9 +30,8 @@ from typing_extensions import dataclass_transform  # typing's from Python 3.11
 # What a check's process says about its run, in its reply; how the process ended is the fork server's
 # `Ending`. Neither is a check's status (pass, fail, ...): the grader's verdict decides that from both.
 ReplyStatus = Literal["ran", "todo", "error", "weights", "forbidden"]
-# Why a check ran the learner's functions on the grader's stand-in Transformer: the learner's Transformer ...
-# (grader.learner.drivers.stand_in_transformer)
-StandIn = Literal["does not import", "fails its own check"]
+# Why a check ran on the grader's part for the learner's (learner.stand_ins): the learner's Transformer (or file) ...
+StandIn = Literal["does not import", "fails its own check", "does not finish importing"]
 # A part of the learner's package the grader has its own of (grader.learner.part_stand_ins), put in its place where
 # that part fails its own check, so that a check composing it is graded on its own code: `<file>.<name>` of a class
 # or function, `<file>.<Class>.<method>` of a method.
@@ -53,6 +50,7 @@ StandInPart = Literal[
 RecordKind = Literal["locals", "returns", "modules"]  # what a `Record` holds: a named tensor, a return, a submodule's
 Ending = Literal["answered", "timeout", "crashed", "memory"]
 REPLY_FILE, OUTPUTS_FILE = "reply.json", "outputs.safetensors"
+IMPORT_STACK_FILE = "import-stack.txt"  # the stacks of the preflight's process, in its scratch (runner.preflight)
 READY = "ready"  # the worker's first word: torch is imported, so a check's time starts with its request
 MAX_REPLY_BYTES = 8 * 2**20  # of the reply, and of the outputs file's header
 MAX_TEXT = 2000  # characters of one message from the learner's side
@@ -121,6 +119,19 @@ def replay_names(path: str) -> tuple[str, str]:
 
 
 @message
+class StoodIn:
+    """A learner's file that does not import, the grader's parts its importers took instead (learner.stand_ins)."""
+
+    file: Text
+    names: list[Text]
+    why: StandIn
+    line: int | None = None  # where its import was stopped, for one that does not finish
+
+    def said(self) -> str:  # as every report says it: "mlp.py does not finish importing (line 7 when stopped)"
+        return f"{self.file} {self.why}" + (f" (line {self.line} when stopped)" if self.line else "")
+
+
+@message
 class TargetSpec:
     file: str
     name: str
@@ -140,8 +151,7 @@ class CaseSpec:
     hint: str = ""
     steps: list[str] = field(default_factory=list)
     mistakes: list[str] = field(default_factory=list)
-    # Config fields of another model than GPT-2 (the small induction model): the learner's modules are built at
-    # them, and every parameter is one of the case's overrides.
+    # Config fields of another model (the small induction model): the learner's modules built at them, all overridden.
     config: dict[str, int] = field(default_factory=dict)
 
 
@@ -170,6 +180,8 @@ class Request:
     warm_imports: list[str] = field(default_factory=list)  # libraries imported before the fork (Run.warm_imports)
     round: int = 0  # the seed of anything random in the learner's code: 1 for a second round (Run.draws_again)
     stand_ins: list[StandInPart] = field(default_factory=list)  # the parts the grader's own replace in this check
+    unfinished: list[StoodIn] = field(default_factory=list)  # files whose import hangs: stood in for, never run
+    preflight: list[str] = field(default_factory=list)  # the learner's files to import, not a check (runner.preflight)
 
     def to_json(self) -> str:
         return to_json(REQUEST, self)
@@ -245,6 +257,7 @@ class Reply:
     captures: dict[Text, list[Record]] = field(default_factory=dict)
     parameters: list[ParameterShape] = field(default_factory=list)
     stand_in: StandIn | None = None  # why the check ran on the grader's Transformer, not the learner's
+    stood_in: list[StoodIn] = field(default_factory=list)  # the learner's files that do not import, stood in for
     device: Text = ""  # the device the check ran on, named, where it is not the CPU (learner.device_truth)
 
     def to_json(self) -> str:
@@ -317,86 +330,6 @@ def read_reply(scratch: Path, cases: list[CaseSpec]) -> Reply | BadReply:
     if len(raw) > MAX_REPLY_BYTES:
         return BadReply(f"the check's reply is larger than {MAX_REPLY_BYTES // 2**20} MB")
     return parse_reply(raw, cases)
-
-
-# --- the outputs file ---------------------------------------------------------------------------
-# safetensors' format: 8 bytes (little-endian) giving the header's length, the header (JSON: each tensor's dtype,
-# shape and byte range in the data after it), the data. Checked here, before any tensor is read, so that no forged
-# header makes the grader read more than it means to. DTYPES: safetensors' dtype -> (NumPy's name for it, or None
-# where NumPy has none; bytes per element).
-DTYPES = {
-    "F64": ("<f8", 8),
-    "F32": ("<f4", 4),
-    "F16": ("<f2", 2),
-    "BF16": (None, 2),
-    "F8_E4M3": (None, 1),
-    "F8_E5M2": (None, 1),
-    "I64": ("<i8", 8),
-    "I32": ("<i4", 4),
-    "I16": ("<i2", 2),
-    "I8": ("i1", 1),
-    "U64": ("<u8", 8),
-    "U32": ("<u4", 4),
-    "U16": ("<u2", 2),
-    "U8": ("u1", 1),
-    "BOOL": ("?", 1),
-}
-
-
-@message
-class TensorEntry:
-    """One tensor of an outputs file, as its header describes it."""
-
-    dtype: Literal[tuple(DTYPES)]  # type: ignore[valid-type]
-    shape: list[NonNegativeInt]
-    data_offsets: tuple[NonNegativeInt, NonNegativeInt]  # its bytes, from the end of the header
-
-    @property
-    def nbytes(self) -> int:
-        return self.data_offsets[1] - self.data_offsets[0]
-
-    @property
-    def numpy_dtype(self) -> str | None:
-        return DTYPES[self.dtype][0]
-
-
-HEADER = TypeAdapter(dict[str, TensorEntry])
-
-
-@dataclass(frozen=True)
-class OutputsIndex:
-    tensors: dict[str, TensorEntry]
-    data_start: int  # where the data begins in the file: `data_offsets` count from here
-
-
-def outputs_index(handle: BinaryIO) -> OutputsIndex | BadReply:
-    """Every tensor of an outputs file, from its header alone: a bounded header, known dtypes, and
-    byte ranges that match their shapes, lie inside the file and do not overlap."""
-    size = os.fstat(handle.fileno()).st_size
-    length = int.from_bytes(handle.read(8), "little")
-    if size < 8 or length > min(MAX_REPLY_BYTES, size - 8):
-        return BadReply("the check's outputs file has no readable header")
-    try:
-        data = json.loads(handle.read(length))
-    except (ValueError, RecursionError):
-        return BadReply("the check's outputs file has a header that is not JSON")
-    if isinstance(data, dict):
-        data.pop("__metadata__", None)
-    try:
-        tensors = HEADER.validate_python(data)
-    except ValidationError as error:
-        return BadReply(malformed("the check's outputs file", error))
-    data_bytes = size - 8 - length
-    for name, entry in tensors.items():
-        begin, end = entry.data_offsets
-        if not begin <= end <= data_bytes or entry.nbytes != math.prod(entry.shape) * DTYPES[entry.dtype][1]:
-            return BadReply(
-                clean_text(f"the check's outputs file is malformed ({name}: its bytes and shape disagree)", 300)
-            )
-    spans = sorted(entry.data_offsets for entry in tensors.values() if entry.nbytes)
-    if any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans)):
-        return BadReply("the check's outputs file is malformed (two tensors share bytes)")
-    return OutputsIndex(tensors, 8 + length)
 
 
 @message

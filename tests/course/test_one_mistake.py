@@ -5,6 +5,7 @@ it), the whole model is graded again with the grader's own part in place of one 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -238,3 +239,78 @@ def test_every_declared_part_is_a_check_met_earlier():
     order = [c.id for c in registry()]
     for c in registry():
         assert all(part in order[: order.index(c.id)] for part in c.uses), (c.id, c.uses)
+
+
+# --- a file that does not import costs its own checks only --------------------------------------------------------
+
+ATTENTION_SYNTAX_ERROR = {
+    "attention.py": [("        return attn_out + self.b_O\n", "        return attn_out + self.b_O\ndef (\n")]
+}
+IN_PLACE_OF_ATTENTION = "graded with the grader's Attention in place of yours: attention.py does not import"
+# The checks of files that import attention.py, directly or through another (the make test selection; the slow test
+# grades the whole course)
+IMPORTERS = ("block", "interp.qk_circuit", "interp.parameter_counts", "skip_trigram.full_qk")
+
+
+@pytest.fixture(scope="module")
+def attention_syntax_error(grade, tmp_path_factory):
+    return write_variant(tmp_path_factory.mktemp("attention_syntax"), ATTENTION_SYNTAX_ERROR)
+
+
+def test_a_syntax_error_in_attention_py_costs_the_attention_checks_only(grade, attention_syntax_error):
+    graded = by_id(grade(attention_syntax_error, "attention.causal_mask", "attention", *IMPORTERS))
+    for check_id in ("attention.causal_mask", "attention"):
+        assert graded[check_id].status == "error" and graded[check_id].message.startswith("SyntaxError")
+        assert graded[check_id].file == "attention.py"
+    for check_id in IMPORTERS:
+        assert graded[check_id].status == "pass", (check_id, graded[check_id].message)
+        assert IN_PLACE_OF_ATTENTION in graded[check_id].notes, (check_id, graded[check_id].notes)
+
+
+@pytest.mark.slow  # the whole course on a variant
+def test_a_syntax_error_in_attention_py_loses_only_the_attention_checks_points_in_the_whole_course(
+    grade, attention_syntax_error
+):
+    graded = grade(attention_syntax_error)
+    lost = {result.id for result in graded.checks if result.score < result.max_score}
+    assert lost == {"attention.causal_mask", "attention"}
+    assert all(result.status == "pass" for result in graded.checks if result.id not in lost)
+
+
+MLP_HANGS = {"mlp.py": [("import einops\n", "import einops\n\nwhile True:\n    pass\n")]}
+MLP_DOES_NOT_FINISH = re.compile(r"mlp\.py does not finish importing \(line (7|8) when stopped\)")
+
+
+@pytest.mark.slow  # the whole course, and one timeout
+def test_a_hang_at_import_times_out_its_own_checks_only_and_is_named(grade, tmp_path):
+    """A `while True` at the top of mlp.py: one preflight timeout in all; gelu_new and mlp time out without running,
+    named by the file and line; every other check runs with the grader's MLP where it imports mlp.py."""
+    graded = by_id(grade(write_variant(tmp_path, MLP_HANGS), timeout=40))
+    for check_id in ("gelu_new", "mlp"):
+        assert graded[check_id].status == "timeout" and MLP_DOES_NOT_FINISH.fullmatch(graded[check_id].message)
+        assert (graded[check_id].file, graded[check_id].seconds) == ("mlp.py", 0)  # not run: the preflight paid
+    others = {check_id: result for check_id, result in graded.items() if check_id not in ("gelu_new", "mlp")}
+    assert {check_id: result.status for check_id, result in others.items()} == dict.fromkeys(others, "pass")
+    assert any(note.startswith("graded with the grader's MLP in place of yours") for note in graded["block"].notes)
+    said = [line for result in graded.values() for line in (result.message, *result.notes, result.next_step)]
+    assert not [line for line in said if "gelu_new" in line or "fix gelu" in line]
+
+
+@pytest.mark.slow  # two variants
+@pytest.mark.parametrize(
+    ("broken", "check_ids", "parts"),
+    [
+        ("interp.py", ("skip_trigram.full_qk", "skip_trigram.full_ov"), "ov_circuit and qk_circuit"),
+        ("sampling.py", ("kv_cache",), "TransformerSampler"),
+    ],
+)
+def test_the_grader_s_circuits_and_sampler_stand_in_for_a_file_that_does_not_import(
+    grade, tmp_path, broken, check_ids, parts
+):
+    package = write_variant(tmp_path, {})
+    with (package / broken).open("a") as source:
+        source.write("def (\n")
+    graded = by_id(grade(package, *check_ids))
+    for check_id in check_ids:
+        assert graded[check_id].status == "pass", (check_id, graded[check_id].message)
+        assert f"graded with the grader's {parts} in place of yours: {broken} does not import" in graded[check_id].notes

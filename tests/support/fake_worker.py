@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from grader.shared import twin, wire
+from grader.shared.outputs_file import HEADER, TensorEntry
 
 SCRIPT_FILE = "fake-worker.json"
 IDENTITY = "fake worker {pid}: {check} in {scratch}"
@@ -79,7 +80,7 @@ def identity(printed: list[str]) -> tuple[int, str, str]:
     return int(prefix.removeprefix("fake worker ")), check, scratch
 
 
-# --- the outputs file: safetensors' format, its header through wire.TensorEntry ---------------------------------
+# --- the outputs file: safetensors' format, its header through TensorEntry ------------------------------------------
 
 
 def shape_of(value: list | float) -> list[int]:
@@ -101,9 +102,9 @@ def write_outputs(path: Path, tensors: dict[str, list | float]) -> None:
         values, shape = flat(value), shape_of(value)
         assert len(values) == math.prod(shape), f"{name} is not rectangular"
         chunk = struct.pack(f"<{len(values)}f", *values)
-        entries[name] = wire.TensorEntry("F32", shape, (offset, offset + len(chunk)))
+        entries[name] = TensorEntry("F32", shape, (offset, offset + len(chunk)))
         data, offset = data + chunk, offset + len(chunk)
-    header = wire.to_json(wire.HEADER, entries).encode()
+    header = wire.to_json(HEADER, entries).encode()
     header += b" " * (-len(header) % 8)  # safetensors aligns the data on 8 bytes
     path.write_bytes(len(header).to_bytes(8, "little") + header + data)
 

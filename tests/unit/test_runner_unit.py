@@ -121,10 +121,10 @@ def test_an_error_in_a_lanes_thread_is_raised_in_the_callers_and_ends_the_worker
     no worker or lane thread is left running."""
     asked = lane_rules.Lane._run_one
 
-    def broken(lane, package, check, reference, stand_ins):
+    def broken(lane, package, check, *rest):
         if check.id == "toy.b":
             raise RuntimeError("a bug in the lane")
-        return asked(lane, package, check, reference, stand_ins)
+        return asked(lane, package, check, *rest)
 
     monkeypatch.setattr(lane_rules.Lane, "_run_one", broken)
     steps = {check.id: answer() for check in TWO_KINDS}

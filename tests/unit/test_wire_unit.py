@@ -13,7 +13,7 @@ import pytest
 from grader.learner.cases import CaseContext, failure_reply
 from grader.learner.package import source_place
 from grader.learner.recorder import Recorder, parameter_shapes
-from grader.shared import wire
+from grader.shared import outputs_file, wire
 
 pytestmark = pytest.mark.unit
 
@@ -68,7 +68,7 @@ def test_an_outputs_header_with_an_unknown_key_is_refused(tmp_path):
     header = json.dumps({"a/out": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "strides": [1]}}).encode()
     (tmp_path / wire.OUTPUTS_FILE).write_bytes(len(header).to_bytes(8, "little") + header + bytes(4))
     with wire.open_left(tmp_path / wire.OUTPUTS_FILE) as handle:
-        index = wire.outputs_index(handle)
+        index = outputs_file.outputs_index(handle)
     assert index == wire.BadReply(f"the check's outputs file is malformed (a/out.strides: {UNKNOWN})")
 
 

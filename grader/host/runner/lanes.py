@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 from grader.checks import Check
 from grader.host.launch import LEARNER_COMMAND, Twin, usable_cores
 from grader.host.refcache import ReferenceData
+from grader.host.runner import preflight
 from grader.host.runner.device_truth import on_the_cpu_if_misled
 from grader.host.runner.replies import Outcome, outcome_of
 from grader.host.runner.request import Limits, request_for
@@ -40,7 +42,7 @@ class Lane:
         self.worker: Worker | None = None
         self.ready = False  # the worker has said wire.READY
         self.cancelled = False  # no more checks: the grading was interrupted
-        self.requests = 0
+        self.requests: Counter[str] = Counter()  # of each kind: check, preflight
 
     def start(self, process: subprocess.Popen | Twin | None = None) -> None:
         """Start the worker now (it imports torch), so that it is ready by the first check; or adopt `process`, the
@@ -54,16 +56,18 @@ class Lane:
         schedule: Schedule,
         reference: ReferenceData,
         on_outcome: OnOutcome,
+        unfinished: list[wire.StoodIn] | None = None,
         stand_ins: StandIns | None = None,
     ) -> None:
         """Run every check this lane takes from the `Schedule` it shares with the other lanes, handing each check and
-        its outcome to `on_outcome` as soon as it is known; `stand_ins`: check id -> the parts the grader's own
-        replace in that check."""
+        its outcome to `on_outcome` as soon as it is known; `unfinished`, the files the preflight found to hang;
+        `stand_ins`: check id -> the parts the grader's own replace in that check."""
         while (check := schedule.take(self.name)) is not None:
             try:
                 if self.cancelled:  # the caller left early (Ctrl-C, say): this lane's thread ends too
                     raise WorkerGone()
-                outcome = self._run_one(package, check, reference, (stand_ins or {}).get(check.id, ()))
+                stood_in = (stand_ins or {}).get(check.id, ())
+                outcome = self._outcome(package, check, reference, unfinished or [], stood_in)
             finally:
                 schedule.done(check)
             on_outcome(check, outcome)
@@ -82,8 +86,48 @@ class Lane:
             self.ready = True
         return self.worker
 
-    def _run_one(self, package: Path, check: Check, reference: ReferenceData, stand_ins: Sequence[str]) -> Outcome:
+    def _outcome(
+        self,
+        package: Path,
+        check: Check,
+        reference: ReferenceData,
+        unfinished: list[wire.StoodIn],
+        stand_ins: Sequence[str],
+    ) -> Outcome:
+        """The check run; not where its file does not finish importing, which the preflight paid for."""
+        stood = preflight.needs(check.target.file, unfinished)
+        if stood:
+            return preflight.unfinished_outcome(stood)
+        return self._run_one(package, check, reference, unfinished, stand_ins)
+
+    def imports(self, package: Path, checks: list[Check]) -> list[wire.StoodIn]:
+        """The package's files whose import does not finish, of those the checks grade and those they import
+        (`preflight`); none looked for where checks do not fork."""
+        if not self.limits.fork or not checks:
+            return []
+        files = sorted({check.target.file for check in checks})
+        return preflight.unfinished_imports(package, files, self.limits, self._stopped)
+
+    def _stopped(self, request: wire.Request) -> wire.StoodIn | None:
+        """Where one preflight was stopped, read from its scratch; None where it finished."""
+        scratch = self._scratch("preflight")
+        try:
+            with scratch_filesystem(scratch):
+                answer, _ = self._ask(replace(request, scratch=str(scratch)))
+                return preflight.stopped_at(scratch, Path(request.package)) if answer.ending == "timeout" else None
+        finally:
+            remove_scratch(scratch)
+
+    def _run_one(
+        self,
+        package: Path,
+        check: Check,
+        reference: ReferenceData,
+        unfinished: list[wire.StoodIn],
+        stand_ins: Sequence[str] = (),
+    ) -> Outcome:
         request = request_for(package, check, reference, self._scratch(), self.limits, stand_ins)
+        request = replace(request, unfinished=unfinished)
         outcome = self._asked(request)
         request, outcome = on_the_cpu_if_misled(check, request, outcome, reference, self._asked_anew)
         again = undecided(check, outcome, request.cases, reference)
@@ -95,10 +139,10 @@ class Lane:
     def _asked_anew(self, request: wire.Request) -> Outcome:
         return self._asked(replace(request, scratch=str(self._scratch())))
 
-    def _scratch(self) -> Path:
-        """A new directory for one request: the only one its check may write."""
-        self.requests += 1
-        scratch = self.scratch / f"check-{self.name}-{self.requests}"
+    def _scratch(self, kind: str = "check") -> Path:
+        """A new directory for one request: the only one its check (or preflight) may write."""
+        self.requests[kind] += 1
+        scratch = self.scratch / f"{kind}-{self.name}-{self.requests[kind]}"
         scratch.mkdir(mode=0o700)
         return scratch
 

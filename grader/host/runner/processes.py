@@ -15,6 +15,7 @@ from grader.host.refcache import ReferenceData
 from grader.host.runner.lanes import GPT2_LANE, GRACE, STAND_IN_LANE, Lane, Schedule, StandIns, parallel
 from grader.host.runner.replies import Outcome
 from grader.host.runner.request import Limits
+from grader.shared import wire
 
 
 class LearnerProcesses:
@@ -38,6 +39,7 @@ class LearnerProcesses:
         self.worker_command = self.started.command
         self.scratch, self.log = Path(self.started.scratch.name), self.started.log
         self.lanes: dict[str, Lane] = {}
+        self.unfinished: list[wire.StoodIn] = []  # the last grading's files whose import did not finish
         self.spare: Twin | None = None  # the first lane's worker's twin, until the second lane takes it
 
     def __enter__(self) -> LearnerProcesses:
@@ -116,14 +118,19 @@ class LearnerProcesses:
 
         def run_lane(name: str) -> None:
             try:
-                self.lane(name).run(package, schedule, reference, lambda *known: arrived.put(known), stand_ins)
+                self.lane(name).run(
+                    package, schedule, reference, lambda *known: arrived.put(known), unfinished, stand_ins
+                )
                 arrived.put(name)
             except BaseException as error:  # raised again in the caller's thread
                 schedule.cancel()
                 arrived.put(error)
 
-        # Where a worker is not warm, it imports torch now (a twin forks), while the first lane runs.
+        # Where a worker is not warm, it imports torch now (a twin forks), while the first lane runs the preflight.
         self._start(names)
+        if not stand_ins:  # once a grading, before any check: a hang at import costs one timeout
+            self.unfinished = self.lane(GPT2_LANE).imports(package, checks)
+        unfinished = self.unfinished  # a second pass (stand_ins) is of the same grading: its first pass's preflight
         threads = [threading.Thread(target=run_lane, args=(name,), daemon=True) for name in names]
         running = len(threads)
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.shared import wire
+from grader.shared import outputs_file, wire
 
 MAX_OUTPUTS_BYTES = 256 * 2**20  # what the grader reads of one check's outputs: ten times the most a solution writes
 
@@ -69,7 +69,7 @@ def printed_lines(answer: wire.WorkerAnswer) -> list[str]:
 
 def read_outputs(scratch: Path, reply: wire.Reply, limit: int = MAX_OUTPUTS_BYTES) -> dict | str:
     """The tensors of a reply, or why they cannot be used. The file is what the learner's code left:
-    never a link followed or a FIFO blocked on, its header checked (`wire.outputs_index`) before any
+    never a link followed or a FIFO blocked on, its header checked (`outputs_file.outputs_index`) before any
     tensor is read, and at most `limit` bytes of it read. A case's output must be there, in a dtype
     NumPy has, within the limit; a recorded tensor that is not is left out (it only feeds the diagnosis)."""
     import numpy as np
@@ -81,7 +81,7 @@ def read_outputs(scratch: Path, reply: wire.Reply, limit: int = MAX_OUTPUTS_BYTE
     except OSError:
         return "the check's process left no readable outputs file"
     with handle:
-        index = wire.outputs_index(handle)
+        index = outputs_file.outputs_index(handle)
         if isinstance(index, wire.BadReply):
             return index.reason
         tensors = index.tensors

@@ -38,6 +38,7 @@ from pathlib import Path
 from grader.checks import UnknownCheck
 from grader.host.assignments import AssignmentError, add_option, chosen
 from grader.host.cli import add_timeout_option
+from grader.host.dependencies import UNFINISHED
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
 
@@ -102,16 +103,22 @@ def missing_files(exercises: Path, checks: Sequence) -> list[str]:
 
 
 def import_failures(exercises: Path, checks: list[dict]) -> list[str]:
-    """A line for each file of the package that failed as it was imported: "block.py does not import: SyntaxError: ...".
+    """A line for each file of the package that failed as it was imported: "block.py does not import: SyntaxError: ...",
+    or "mlp.py does not finish importing (line 7 when stopped)" (its checks time out, `runner.preflight`).
     Every check that imports such a file errors at a line of it that runs at import (`runs_at_import`); an error that
     a function's body raised when a check called it is that check's own, and not one of these."""
     errors: dict[str, list[str]] = {}
     for check in checks:
         file, line = check.get("file") or "", check.get("line")
+        if check.get("status") == "timeout" and UNFINISHED.fullmatch(check.get("message", "")):
+            errors.setdefault(file, []).append(check["message"])
         if check.get("status") == "error" and isinstance(line, int) and runs_at_import(exercises, file, line):
             errors.setdefault(file, []).append(check.get("message", "").partition(f" ({file}:{line}")[0])
     # The shortest of those messages: a check whose parts fail too names them first (grader.host.dependencies).
-    return [f"{file} does not import: {min(said, key=len)}" for file, said in errors.items()]
+    shortest = {file: min(said, key=len) for file, said in errors.items()}
+    return [
+        said if UNFINISHED.fullmatch(said) else f"{file} does not import: {said}" for file, said in shortest.items()
+    ]
 
 
 def runs_at_import(exercises: Path, file: str, line: int) -> bool:

@@ -23,8 +23,9 @@ def learner_function(ctx):
 
 
 def learner_module(ctx, kind: str):
-    """The learner's attention or LayerNorm, loaded with this case's weights."""
-    return ctx.module(ctx.package.attribute(*MODULES[kind]))
+    """The learner's attention or LayerNorm, loaded with this case's weights (the grader's where its file does not
+    import: the function graded is the learner's interp)."""
+    return ctx.module(ctx.package.part(*MODULES[kind]))
 
 
 def model(ctx):

@@ -1,10 +1,10 @@
 """GPT-2's Transformer built from torch's own functions, with transformer_lens's parameter names.
 
 The interp and training checks run the learner's functions on it where the learner's own Transformer does not
-import or fails its own check (`fault`), and the learner's package is given this module in place of a
-transformer.py that does not import (`grader.learner.package.STAND_INS`): one mistake costs the checks of its own
-file only. Built from torch.nn.functional (layer_norm, scaled_dot_product_attention, gelu), not from an exercise's
-solution; its state_dict has GPT-2's names and shapes, so the same weights load into it.
+import or fails its own check (`fault`), and a learner's file that imports one that does not import gets its parts
+from here (`__all__`, served by `grader.learner.stand_ins`): one mistake costs the checks of its own file only.
+Built from torch.nn.functional (layer_norm, scaled_dot_product_attention, gelu), not from an exercise's solution;
+its state_dict has GPT-2's names and shapes, so the same weights load into it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,19 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from grader.shared.formats import PROBE_SHAPE
+
+# The parts of the course's files this module stands in for (`grader.learner.stand_ins`)
+__all__ = [
+    "Embed",
+    "PosEmbed",
+    "LayerNorm",
+    "Attention",
+    "gelu_new",
+    "MLP",
+    "TransformerBlock",
+    "Unembed",
+    "Transformer",
+]
 
 # Why a check ran on the stand-in (the reply's `stand_in`, a wire.StandIn): the learner's Transformer ...
 DOES_NOT_IMPORT, FAILS = "does not import", "fails its own check"
@@ -69,6 +82,7 @@ class LayerNorm(nn.Module):
 class Attention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
+        self.cfg = cfg  # read by a learner's subclass (kv_cache's CachedAttention)
         heads = (cfg.n_heads, cfg.d_model, cfg.d_head)
         self.W_Q, self.W_K, self.W_V = weight(cfg, *heads), weight(cfg, *heads), weight(cfg, *heads)
         self.W_O = weight(cfg, cfg.n_heads, cfg.d_head, cfg.d_model)
@@ -83,6 +97,17 @@ class Attention(nn.Module):
         z = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # scaled by 1 / sqrt(d_head)
         return torch.einsum("bhpd,hdm->bpm", z, self.W_O) + self.b_O
 
+    def apply_causal_mask(self, attn_scores: Tensor, past_kv_pos_offset: int = 0) -> Tensor:
+        """-inf for each key after its query, the queries following `past_kv_pos_offset` cached keys."""
+        queries, keys = attn_scores.shape[-2:]
+        positions = torch.arange(max(queries + past_kv_pos_offset, keys), device=attn_scores.device)
+        after = positions[None, :keys] > positions[past_kv_pos_offset : past_kv_pos_offset + queries, None]
+        return attn_scores.masked_fill(after, float("-inf"))
+
+
+def gelu_new(x: Tensor) -> Tensor:
+    return F.gelu(x, approximate="tanh")
+
 
 class MLP(nn.Module):
     def __init__(self, cfg):
@@ -91,7 +116,7 @@ class MLP(nn.Module):
         self.W_out, self.b_out = weight(cfg, cfg.d_mlp, cfg.d_model), constant(0.0, cfg.d_model)
 
     def forward(self, x: Float[Tensor, "batch posn d_model"]) -> Float[Tensor, "batch posn d_model"]:
-        return F.gelu(x @ self.W_in + self.b_in, approximate="tanh") @ self.W_out + self.b_out
+        return gelu_new(x @ self.W_in + self.b_in) @ self.W_out + self.b_out
 
 
 class TransformerBlock(nn.Module):
