@@ -36,7 +36,8 @@ def python(*args: str, quiet: bool = False) -> int:
 def main() -> int:
     started = time.monotonic()
     say(f"the GPT-2 course's grader at {RELEASE}, on Python {sys.version.split()[0]}")
-    if python("-m", "grader.host.tools.setup"):  # torch from a local wheel or PyTorch's CPU index, then the grader
+    # torch from a local wheel or PyTorch's CPU index, then the grader and its packages, uncompiled (--grading)
+    if python("-m", "grader.host.tools.setup", "--grading"):
         say("could not install the grader and PyTorch (see pip's lines above)")
         return 1
     python("-m", "grader", "--download", quiet=True)  # where it cannot, grade says why once, then grades offline
