@@ -16,7 +16,7 @@ does. Medians over the rounds; ratios to the medians of the floor and of the bar
     .venv/bin/python bench/push_cost.py --wheels /tmp/wheels --bundle after=/tmp/after/grader-src [--rounds 3]
 
 It writes the raw seconds to `--json` after every measurement (a run cut short keeps what it had) and its section
-of `--out` at the end.
+of `--out` at the end; `--from-json` writes the section from such a file without measuring again.
 """
 
 from __future__ import annotations
@@ -37,13 +37,19 @@ HEADING = "# What a push costs"
 PARTS = {"Part 1 (`grade model`, 10 checks)": ["model"], "the whole course (52 checks)": []}
 
 
-def timed(command: list[str], env: dict, cwd: Path | None = None) -> float:
+def timed(command: list[str], env: dict, cwd: Path | None = None) -> tuple[float, float]:
+    """Wall seconds, and the CPU seconds (user and system) of the process and the descendants it waited for: on a
+    machine shared with others' work the CPU time is the steadier figure."""
     started = time.perf_counter()
-    done = subprocess.run(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    stderr = process.stderr.read()  # before waiting: a full pipe would stall it
+    _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr[-1500:]}")
-    return seconds
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(command)} exited {process.returncode}: {stderr[-1500:].decode()}")
+    return seconds, usage.ru_utime + usage.ru_stime
 
 
 def fresh_venv(where: Path) -> Path:
@@ -61,9 +67,9 @@ class Run:
         self.env = {key: value for key, value in os.environ.items() if key not in drop} | offline
         self.bare_python: Path | None = None
 
-    def record(self, name: str, seconds: float) -> None:
+    def record(self, name: str, seconds: tuple[float, float]) -> None:
         self.samples.setdefault(name, []).append(seconds)
-        print(f"{name}: {seconds:.2f} s", file=sys.stderr, flush=True)
+        print(f"{name}: {seconds[0]:.2f} s, {seconds[1]:.2f} s of CPU", file=sys.stderr, flush=True)
         self.args.json.write_text(json.dumps(self.samples, indent=1))
 
     def floor(self) -> None:
@@ -81,6 +87,8 @@ class Run:
         setup = [str(python), "-m", "grader.host.tools.setup", *(["--grading"] if grading else [])]
         self.record(f"{name}: install", timed(setup, self.env, cwd=source))
         for part, selection in PARTS.items():
+            if name in self.args.part1_only and not selection:
+                continue
             cache = self.scratch / f"cache-{name}"
             shutil.rmtree(cache, ignore_errors=True)
             env = {**self.env, "GPT2_GRADER_CACHE": str(cache)}
@@ -100,29 +108,45 @@ class Run:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def median(samples: dict, name: str) -> float:
-    return statistics.median(samples[name])
+def median(samples: dict, name: str, cpu: bool = False) -> float:
+    return statistics.median(sample[cpu] for sample in samples[name])
+
+
+def row(samples: dict, name: str, label: str, floors: tuple[float, float], bundle: str = "", runs: int = 0) -> str:
+    """A stage's wall and CPU medians, each beside its ratio to the floor of the same kind."""
+    wall, cpu = median(samples, name), median(samples, name, cpu=True)
+    return (
+        f"| {bundle} | {label} | {wall:.1f} | {wall / floors[0]:.2f} | {cpu:.1f} | {cpu / floors[1]:.2f} | "
+        f"{runs or len(samples[name])} |"
+    )
 
 
 def table(samples: dict, bundles: list[str]) -> list[str]:
-    floor, bare = median(samples, "import torch"), median(samples, "pip install torch")
+    """Each stage against `import torch` and each install against a bare `pip install torch`; a cold grading's
+    reference is its time less the warm grading's (its checks)."""
+    torch = (median(samples, "import torch"), median(samples, "import torch", cpu=True))
+    bare = (median(samples, "pip install torch"), median(samples, "pip install torch", cpu=True))
     lines = [
-        "| bundle | stage | seconds (median) | × import torch | × pip install torch |",
-        "|---|---|---|---|---|",
-        f"| | `import torch` (floor) | {floor:.1f} | 1.00 | |",
-        f"| | bare `pip install torch` | {bare:.1f} | | 1.00 |",
+        "| bundle | stage | wall s | × floor | CPU s | × floor (CPU) | runs |",
+        "|---|---|---|---|---|---|---|",
+        row(samples, "import torch", "`import torch` (the floor of the gradings)", torch),
+        row(samples, "pip install torch", "bare `pip install torch` (the floor of the installs)", bare),
     ]
     for name in bundles:
-        install = median(samples, f"{name}: install")
-        lines.append(f"| {name} | install (`grader.host.tools.setup`) | {install:.1f} | | {install / bare:.2f} |")
+        lines.append(row(samples, f"{name}: install", "install (`grader.host.tools.setup`)", bare, name))
         for part in PARTS:
-            cold, warm = median(samples, f"{name}: {part}, cold"), median(samples, f"{name}: {part}, warm")
-            for stage, seconds in (
-                ("cold", cold),
-                ("reference (cold less warm)", cold - warm),
-                ("checks (warm)", warm),
+            cold, warm = f"{name}: {part}, cold", f"{name}: {part}, warm"
+            if cold not in samples:
+                continue
+            samples[f"{name}: {part}, reference"] = [
+                (c[0] - w[0], c[1] - w[1]) for c, w in zip(samples[cold], samples[warm], strict=False)
+            ]
+            for stage, label in (
+                ("cold", "cold"),
+                ("reference", "reference (cold less warm)"),
+                ("warm", "checks (warm)"),
             ):
-                lines.append(f"| {name} | {part}: {stage} | {seconds:.1f} | {seconds / floor:.1f} | |")
+                lines.append(row(samples, f"{name}: {part}, {stage}", f"{part}: {label}", torch, name))
     return lines
 
 
@@ -138,7 +162,7 @@ def write_section(out: Path, lines: list[str]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wheels", type=Path, required=True, help="a folder of every wheel the installs need")
+    parser.add_argument("--wheels", type=Path, help="a folder of every wheel the installs need")
     parser.add_argument(
         "--bundle",
         action="append",
@@ -147,12 +171,20 @@ def main() -> int:
         help="NAME=GRADER_SRC, an autograder bundle's grader-src/; several are measured in turn",
     )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--part1-only", action="append", default=[], metavar="NAME", help="a bundle graded on Part 1 only"
+    )
     parser.add_argument("--json", type=Path, default=Path("push_cost.json"))
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--from-json", action="store_true", help="the table of --json's seconds, measuring nothing")
     args = parser.parse_args()
-    run = Run(args)
-    run.rounds()
-    lines = table(run.samples, [name for name, _ in args.bundle])
+    if args.from_json:
+        samples = json.loads(args.json.read_text())
+    else:
+        run = Run(args)
+        run.rounds()
+        samples = run.samples
+    lines = table(samples, [name for name, _ in args.bundle])
     print("\n".join(lines))
     if args.out:
         write_section(args.out, [HEADING, "", *lines])
