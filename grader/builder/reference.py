@@ -1,8 +1,8 @@
 """The reference: GPT-2 small through transformer_lens (which only the builder's folder imports).
 
 It runs in its own process (`python -m grader.builder.reference`), builds every registered check's cases
-once and writes them to a cache entry (see `refcache`), so grading itself never imports
-transformer_lens or transformers.
+once, or those of the checks named (`--checks`), and writes them to a cache entry (see `refcache`), so grading itself
+never imports transformer_lens or transformers.
 
 Two kinds of reference, both loaded by `HookedTransformer.from_pretrained_no_processing("gpt2")`:
 - "gpt2": the released weights, from the Hugging Face cache or the hub;
@@ -153,9 +153,10 @@ def load(kind: str, seed: int = DEFAULT_INPUT_SEED) -> Reference:
 # --- the cache entry ----------------------------------------------------------------------------
 
 
-def write_entry(ref: Reference, out: Path, progress) -> None:
+def write_entry(ref: Reference, out: Path, progress, check_ids: set[str] | None = None) -> None:
     """weights.safetensors and inputs/<check>.safetensors (what the learner may see), expected.safetensors
-    and meta.json (the cases, and a digest of every other file)."""
+    and meta.json (the cases, and a digest of every other file): of every check, or of `check_ids` only, with only
+    the weights their cases load."""
     from safetensors.torch import save_file
 
     from grader.checks import registry
@@ -163,7 +164,7 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
     from grader.shared.entry import entry_digests
 
     expected, cases_meta, held = {}, {}, {}
-    checks = registry()
+    checks = [check for check in registry() if check_ids is None or check.id in check_ids]
     (out / "inputs").mkdir()
     for number, check in enumerate(checks):
         progress(f"computing GPT-2's outputs for {check.id}", 0.3 + 0.6 * number / len(checks))
@@ -200,7 +201,9 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
     save_file(contiguous(expected), str(out / "expected.safetensors"))
     del expected  # the builder's peak memory: the model, and one file's tensors at a time
     progress("writing the reference weights", 0.9)
-    parameters = contiguous({name: param.detach() for name, param in ref.model.named_parameters()})
+    loaded = loaded_weights(cases_meta) if check_ids is not None else ("",)
+    named = ref.model.named_parameters()
+    parameters = contiguous({name: param.detach() for name, param in named if name.startswith(loaded)})
     save_file(parameters, str(out / "weights.safetensors"))
     vocabulary = [
         ref.tokenizer.decode([token]) for token in range(ref.d_vocab)
@@ -209,14 +212,26 @@ def write_entry(ref: Reference, out: Path, progress) -> None:
     meta = {
         "reference": ref.kind,
         "seed": ref.seed,
-        "param_counts": counts_by_part((name, tensor.numel()) for name, tensor in parameters.items()),
+        "param_counts": counts_by_part((name, param.numel()) for name, param in ref.model.named_parameters()),
         "cases": cases_meta,
         "beside": may_run_beside(held),
         "prompt_tokens": ref.tokens["prompt"][0].tolist(),
-        "small_model": small_model_facts(ref),
+        "small_model": small_model_facts(ref) if check_ids is None or used_small_models(ref) else {},
         "digests": entry_digests(out),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def loaded_weights(cases_meta: dict[str, list[dict]]) -> tuple[str, ...]:
+    """The prefixes of the weights the cases load (a case's `weights`; "" the whole model)."""
+    return tuple(
+        sorted({case["weights"] for cases in cases_meta.values() for case in cases if case["weights"] is not None})
+    )
+
+
+def used_small_models(ref: Reference) -> bool:
+    """Whether a case was built on a small model, whose figures need `small_model_facts`."""
+    return bool(ref.induction_model.cache_info().currsize or ref.attn_only_model.cache_info().currsize)
 
 
 @dataclass(frozen=True)
@@ -295,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--offline", action="store_true", help="use only the local Hugging Face cache")
     parser.add_argument("--random-hub", type=Path, help="where the random model's Hugging Face cache lives")
     parser.add_argument("--seed", type=int, default=DEFAULT_INPUT_SEED, help="seed of the random inputs")
+    parser.add_argument("--checks", help="the ids of the checks whose cases to build, by commas (default: every check)")
     args = parser.parse_args(argv)
 
     def progress(message: str, fraction: float) -> None:
@@ -311,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     progress(f"loading {args.kind} with transformer_lens", 0.1)
     with collection_paused():  # transformer_lens's import, the model's modules: all alive to the end
         ref = load(args.kind, args.seed)
-    write_entry(ref, args.out, progress)
+    write_entry(ref, args.out, progress, set(args.checks.split(",")) if args.checks else None)
     return 0
 
 

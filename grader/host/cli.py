@@ -181,7 +181,7 @@ def grade(checks, package: Path, args, processes) -> int:
     errors = Console(stderr=True)
     processes.start_for(checks)  # the second lane's worker, where the checks run in two
     try:
-        reference = prepare_reference(args, errors, processes.paused)
+        reference = prepare_reference(args, errors, processes.paused, checks)
     except ReferenceUnavailable as error:
         print(f"grade: {error} (--reference random grades offline)", file=sys.stderr)
         return 2
@@ -199,7 +199,7 @@ def graded(checks, package: Path, args, reference, processes, emits, errors) -> 
     def rebuilt(tampered, error: ReferenceTampered):  # never judged from: rebuilt, and graded again
         print(f"grade: the reference cache did not verify ({error}); rebuilding it", file=sys.stderr)
         discard(tampered)  # no worker holds its files: a fork's close with it, and an unforked worker is replaced
-        return prepare_reference(args, errors, processes.paused)
+        return prepare_reference(args, errors, processes.paused, checks)
 
     try:
         if args.watch:
@@ -286,16 +286,18 @@ def download() -> int:
     return 0
 
 
-def prepare_reference(args, errors, pause: Pause = contextlib.nullcontext):
-    """The reference cache entry, with a progress bar while it is built (the first run only); outside
-    a terminal (CI logs, `| tee`) plain lines instead, each step once, as a bar redrawn there is noise.
-    A build runs inside `pause()` (`LearnerProcesses.paused`: no worker beside the builder)."""
+def prepare_reference(args, errors, pause: Pause = contextlib.nullcontext, checks=None):
+    """The reference cache entry of `checks` (every check when None: an entry holding every check serves any), with a
+    progress bar while it is built (the first run only); outside a terminal (CI logs, `| tee`) plain lines instead,
+    each step once, as a bar redrawn there is noise. A build runs inside `pause()` (`LearnerProcesses.paused`: no
+    worker beside the builder)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grader.host.refcache import ensure_reference
 
+    ids = None if checks is None else [check.id for check in checks]
     if not errors.is_terminal:
-        return ensure_reference(args.reference, plain_progress(), seed=args.seed, pause=pause)
+        return ensure_reference(args.reference, plain_progress(), seed=args.seed, pause=pause, checks=ids)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=errors, transient=True
     ) as bar:
@@ -307,7 +309,7 @@ def prepare_reference(args, errors, pause: Pause = contextlib.nullcontext):
             else:
                 bar.update(task, description=message, completed=fraction)
 
-        return ensure_reference(args.reference, progress, seed=args.seed, pause=pause)
+        return ensure_reference(args.reference, progress, seed=args.seed, pause=pause, checks=ids)
 
 
 def plain_progress():

@@ -1,7 +1,10 @@
 """The reference cache: each entry holds everything the checks need from GPT-2, built once.
 
 An entry is a directory of safetensors files plus meta.json, named by the reference kind and a
-hash of the code that defines the cases, so a changed check invalidates it. Entries are built in a
+hash of the code that defines the cases, so a changed check invalidates it. An entry holds every check's cases, or
+only those of the checks a grading selects (a Classroom 50 assignment graded from an empty cache builds only its own:
+the part of the reference its checks read); such an entry's name ends in a hash of its checks, and a later grading of
+other checks uses the whole entry where there is one, else builds an entry of its own. Entries are built in a
 separate process (`grader.builder.reference`) into a temporary directory and renamed into place, so no grader
 reads a half-written entry; and under a lock file beside it, so two graders started together on a cold cache (two
 terminals, a batch, the test suite's workers) build it once: the second waits for the first and reads its entry.
@@ -19,7 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,8 +130,26 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-def entry_dir(root: Path, kind: str, seed: int) -> Path:
-    return root / f"{kind}-seed{seed}-{code_fingerprint()}"
+def entry_dir(root: Path, kind: str, seed: int, checks: Collection[str] | None = None) -> Path:
+    """Where the entry of every check (`checks` None), or of exactly `checks`, lives."""
+    whole = f"{kind}-seed{seed}-{code_fingerprint()}"
+    if checks is None:
+        return root / whole
+    return root / f"{whole}-{hashlib.sha256(' '.join(sorted(checks)).encode()).hexdigest()[:12]}"
+
+
+def selection(check_ids: Collection[str] | None) -> frozenset[str] | None:
+    """The checks an entry is built for: None (every check) where `check_ids` holds them all."""
+    if check_ids is None:
+        return None
+    from grader.checks import registry
+
+    return None if {check.id for check in registry()} <= set(check_ids) else frozenset(check_ids)
+
+
+def entry_dirs(root: Path, kind: str, seed: int, checks: frozenset[str] | None) -> list[Path]:
+    """The entries that can serve a grading of `checks`, in the order they are looked for: the whole one first."""
+    return [entry_dir(root, kind, seed)] + ([entry_dir(root, kind, seed, checks)] if checks else [])
 
 
 def read_entry(directory: Path, kind: str) -> ReferenceData:
@@ -203,9 +224,12 @@ Progress = Callable[..., None]  # (message, fraction done or None)
 Pause = Callable[[], AbstractContextManager]
 
 
-def build_entry(root: Path, kind: str, seed: int, offline: bool, progress: Progress) -> ReferenceData:
-    """Run the reference builder in its own process and move its output into place."""
-    target = entry_dir(root, kind, seed)
+def build_entry(
+    root: Path, kind: str, seed: int, offline: bool, progress: Progress, checks: frozenset[str] | None = None
+) -> ReferenceData:
+    """Run the reference builder in its own process (for every check, or `checks` only) and move its output into
+    place."""
+    target = entry_dir(root, kind, seed, checks)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".building-"))
     command = [
@@ -223,6 +247,8 @@ def build_entry(root: Path, kind: str, seed: int, offline: bool, progress: Progr
     ]
     if offline:
         command.append("--offline")
+    if checks is not None:
+        command += ["--checks", ",".join(sorted(checks))]
     try:
         tail = _run_builder(command, progress)
         try:
@@ -261,68 +287,97 @@ def _run_builder(command: list[str], progress: Progress) -> str:
 
 
 def ensure_reference(
-    requested: str, progress: Progress, root: Path | None = None, seed: int = 0, pause: Pause = contextlib.nullcontext
+    requested: str,
+    progress: Progress,
+    root: Path | None = None,
+    seed: int = 0,
+    pause: Pause = contextlib.nullcontext,
+    checks: Collection[str] | None = None,
 ) -> ReferenceData:
-    """A ready cache entry for `requested` ("gpt2", "random" or "auto"), building it if needed (inside `pause()`).
+    """A ready cache entry for `requested` ("gpt2", "random" or "auto") that holds `checks` (every check when None),
+    building it if needed (inside `pause()`): the whole entry where there is one, else one of those checks only.
 
     When the cache directory cannot be written, the entry is built in a temporary directory that
     lasts as long as the returned object: slower next time, but this run is graded.
     """
-    root = root or cache_root()
+    root, wanted = root or cache_root(), Wanted(seed, selection(checks), pause)
     try:
-        return _ensure(requested, progress, root, seed, pause)
+        return _ensure(requested, progress, root, wanted)
     except OSError as error:
         scratch = tempfile.TemporaryDirectory(prefix="gpt2-grader-cache-")
         progress(
             f"cannot write the reference cache at {root} ({error.strerror or error}); using a temporary "
             "one for this run"
         )
-        data = _ensure(requested, progress, Path(scratch.name), seed, pause)
+        data = _ensure(requested, progress, Path(scratch.name), wanted)
         return data.with_fallback(data.fallback_reason, owner=scratch)
 
 
-def _ensure(requested: str, progress: Progress, root: Path, seed: int, pause: Pause) -> ReferenceData:
+@dataclass(frozen=True)
+class Wanted:
+    """What a grading asks of the cache: the inputs' seed, its checks (None: every one), and what to enter around a
+    build."""
+
+    seed: int
+    checks: frozenset[str] | None
+    pause: Pause
+
+    def prepared(self, root: Path, kind: str) -> bool:
+        return any(directory.exists() for directory in entry_dirs(root, kind, self.seed, self.checks))
+
+
+def _ensure(requested: str, progress: Progress, root: Path, wanted: Wanted) -> ReferenceData:
     if requested == "random":
-        return _cached_or_built(root, "random", seed, True, progress, pause)
+        return _cached_or_built(root, "random", True, progress, wanted)
     cached = gpt2_in_hf_cache()
     if requested == "gpt2":
-        return _cached_or_built(root, "gpt2", seed, cached, progress, pause, build=cached or hub_reachable())
-    return _auto(progress, root, seed, cached, pause)
+        return _cached_or_built(root, "gpt2", cached, progress, wanted, build=cached or hub_reachable())
+    return _auto(progress, root, cached, wanted)
 
 
-def _auto(progress: Progress, root: Path, seed: int, cached: bool, pause: Pause) -> ReferenceData:
+def _auto(progress: Progress, root: Path, cached: bool, wanted: Wanted) -> ReferenceData:
     """`--reference auto`: GPT-2 where its entry or its weights are already here, else the random reference.
     The network is asked only when neither reference was ever prepared; after that, `grade --download` is
     the way to GPT-2 (the random reference's notice says so)."""
-    if cached or entry_dir(root, "gpt2", seed).exists():
+    if cached or wanted.prepared(root, "gpt2"):
         with contextlib.suppress(ReferenceUnavailable):  # an entry damaged past repair without the weights
-            return _cached_or_built(root, "gpt2", seed, cached, progress, pause, build=cached)
+            return _cached_or_built(root, "gpt2", cached, progress, wanted, build=cached)
     reason = NOT_CACHED
-    if not entry_dir(root, "random", seed).exists() and hub_reachable():
+    if not wanted.prepared(root, "random") and hub_reachable():
         try:
-            return _cached_or_built(root, "gpt2", seed, False, progress, pause)
+            return _cached_or_built(root, "gpt2", False, progress, wanted)
         except ReferenceUnavailable as error:
             reason = str(error)
-    return _cached_or_built(root, "random", seed, True, progress, pause).with_fallback(reason)
+    return _cached_or_built(root, "random", True, progress, wanted).with_fallback(reason)
 
 
 def _cached_or_built(
-    root: Path, kind: str, seed: int, offline: bool, progress: Progress, pause: Pause, build: bool = True
+    root: Path, kind: str, offline: bool, progress: Progress, wanted: Wanted, build: bool = True
 ) -> ReferenceData:
-    directory = entry_dir(root, kind, seed)
-    if directory.exists():
-        try:
-            return read_entry(directory, kind)
-        except ValueError as damage:
-            progress(f"the reference cache at {directory} is damaged ({damage}); rebuilding it")
-            shutil.rmtree(directory, ignore_errors=True)
+    for directory in entry_dirs(root, kind, wanted.seed, wanted.checks):
+        if directory.exists():
+            try:
+                return _holding(read_entry(directory, kind), wanted.checks)
+            except ValueError as damage:
+                progress(f"the reference cache at {directory} is damaged ({damage}); rebuilding it")
+                shutil.rmtree(directory, ignore_errors=True)
     if not build:
         raise ReferenceUnavailable(UNREACHABLE.format(hub=hf_hub_cache()))
+    directory = entry_dir(root, kind, wanted.seed, wanted.checks)
     with building(directory, progress):
         if directory.exists():  # another grader built it while this one waited
             return read_entry(directory, kind)
-        with pause():
-            return build_entry(root, kind, seed, offline, progress)
+        with wanted.pause():
+            return build_entry(root, kind, wanted.seed, offline, progress, wanted.checks)
+
+
+def _holding(data: ReferenceData, checks: frozenset[str] | None) -> ReferenceData:
+    """`data`, which must hold the cases of `checks`: an entry that does not is damaged (a whole entry holds every
+    check's by its name, the hash of the code that declares them)."""
+    missing = sorted((checks or frozenset()) - set(data.meta["cases"]))
+    if missing:
+        raise ValueError(f"it holds no cases for {', '.join(missing[:3])}")
+    return data
 
 
 @contextlib.contextmanager

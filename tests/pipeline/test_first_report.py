@@ -104,7 +104,7 @@ def test_a_cold_build_outside_a_terminal_prints_plain_lines(monkeypatch, capsys)
 
     from grader.host import cli, refcache
 
-    def building(requested, progress, seed=0, pause=None):
+    def building(requested, progress, seed=0, pause=None, checks=None):
         for fraction in (0.1, 0.2, 0.3):
             progress("computing the expected outputs", fraction)
         progress("saved the reference cache")

@@ -96,3 +96,29 @@ def test_auto_asks_the_network_only_when_nothing_was_prepared(monkeypatch, tmp_p
     with pytest.raises(Built, match="random"):
         refcache.ensure_reference("auto", lambda *_: None, root=tmp_path)
     assert refusing.attempts == 1
+
+
+def test_an_entry_of_some_checks_holds_their_cases_and_the_weights_they_load_only(reference, tmp_path):
+    """What a Classroom 50 assignment's cold grading builds: the builder run for two checks, from the session's random
+    model, writes their cases, their answers and the weights their cases load, and counts every parameter still."""
+    import subprocess
+    import sys
+
+    from safetensors import safe_open
+
+    from grader.host.refcache import read_entry
+
+    hub = os.path.join(os.environ["GPT2_GRADER_CACHE"], "random-hub")
+    out = tmp_path / "entry"
+    out.mkdir()
+    command = ["--kind", "random", "--out", str(out), "--random-hub", hub, "--checks", "pos_embed,gelu_new"]
+    built = subprocess.run([sys.executable, "-m", "grader.builder.reference", *command], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    data = read_entry(out, "random")
+    assert set(data.meta["cases"]) == {"pos_embed", "gelu_new"} == {path.stem for path in (out / "inputs").iterdir()}
+    with safe_open(str(out / "expected.safetensors"), "np") as answers:
+        assert {key.partition("/")[0] for key in answers.keys()} == {"pos_embed", "gelu_new"}
+    with safe_open(str(out / "weights.safetensors"), "np") as weights:
+        assert sorted(weights.keys()) == ["pos_embed.W_pos"]
+    assert data.meta["param_counts"] == reference.meta["param_counts"] and data.meta["small_model"] == {}
+    assert set(data.meta["beside"]) <= {"pos_embed", "gelu_new"}

@@ -27,6 +27,7 @@ from grader.host.render import classroom50
 from grader.host.results import CheckResult, Report
 from grader.host.tools.classroom50 import BUNDLE_LIMIT, build_bundle
 from grader.host.tools.release import ReleaseError, hidden_lines, leaked_lines
+from grader.host.tools.setup import TORCH_VERSION
 
 SCHEMA = json.loads((REPO / "grader" / "schemas" / "classroom50-result.schema.json").read_text())
 # What Classroom 50's runner sets for an autograder (runner.py), in the shapes it gives them.
@@ -319,7 +320,8 @@ def test_the_autograder_grades_three_submissions_as_the_runner_runs_it(reference
         scores[name] = (result["score"], result["max-score"])
     assert not sentinel.exists()
     installs = [json.loads(line) for line in (shim / "pip.log").read_text().splitlines()]
-    assert installs and all(call[:2] == ["install", "-e"] and call[2] == "." for call in installs)  # torch: kept
+    grading = ["install", "--no-compile", f"torch=={TORCH_VERSION}", "-e", "."]  # torch: kept, its dependencies too
+    assert installs and all(call == grading for call in installs)
     maximum = scores["correct"][1]
     assert scores["correct"][0] == maximum
     assert 0 < scores["partly_wrong"][0] < maximum and 0 < scores["broken"][0] < scores["partly_wrong"][0]

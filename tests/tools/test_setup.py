@@ -212,3 +212,15 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
         installs = [line for name, line in magics if name == "pip"]
         assert installs == ([f'install --quiet "gpt2-from-scratch-grader @ {source}"'] if missing else [])
         assert magics[-1] == ("load_ext", "grader.host.tools.notebooks")
+
+
+def test_the_autograders_set_up_installs_torchs_dependencies_with_the_grader_uncompiled():
+    """--grading (Classroom 50's autograder): torch alone as ever, then one pip run for torch's dependencies and the
+    grader's, none byte-compiled; --torch-only is make's torch step whatever else is asked."""
+    py = f"{sys.executable} -m pip install"
+    assert dry_run("--grading") == [
+        f"{py} --no-index --no-deps torch=={VERSION}",
+        f"else: {py} --no-deps --index-url {CPU} --timeout 15 --retries 2 torch=={VERSION}",
+        f"{py} --no-compile torch=={VERSION} -e .",
+    ]
+    assert dry_run("--grading", "--torch-only") == dry_run("--torch-only")

@@ -56,22 +56,28 @@ def header_digest(path: Path) -> str:
     return digest(data[: 8 + int.from_bytes(data[:8], "little")])
 
 
-def write_entry(directory: Path, kind: str = "random") -> Path:
-    """A sound entry: the four files, an inputs file per check and meta.json with every part's digest."""
+def write_entry(directory: Path, kind: str = "random", checks=None) -> Path:
+    """A sound entry: the four files, an inputs file per check and meta.json with every part's digest; of every
+    check here, or of `checks` only (all the weights, as a cold build of the checks would load them)."""
+    held = [check for check in CASES if checks is None or check in checks]
     (directory / "inputs").mkdir(parents=True)
+    expected = {key: array for key, array in EXPECTED.items() if key.partition("/")[0] in held}
     save_file(WEIGHTS, str(directory / "weights.safetensors"))
-    save_file(EXPECTED, str(directory / "expected.safetensors"))
+    save_file(expected, str(directory / "expected.safetensors"))
     for check, tensors in INPUTS.items():
+        if check not in held:
+            continue
         save_file(tensors, str(directory / "inputs" / f"{check}.safetensors"))
     (directory / "vocabulary.json").write_text(json.dumps(VOCABULARY))
     digests = {"vocabulary.json": digest((directory / "vocabulary.json").read_bytes())}
-    for file, tensors in (("weights.safetensors", WEIGHTS), ("expected.safetensors", EXPECTED)):
+    for file, tensors in (("weights.safetensors", WEIGHTS), ("expected.safetensors", expected)):
         digests[f"{file}:"] = header_digest(directory / file)
         digests |= {f"{file}:{key}": digest(array.tobytes()) for key, array in tensors.items()}
-    for check in INPUTS:
+    for check in held:
         name = f"inputs/{check}.safetensors"
         digests[name] = digest((directory / name).read_bytes())
-    meta = {"reference": kind, "seed": 0, "cases": CASES, "beside": [], "digests": digests}
+    cases = {check: CASES[check] for check in held}
+    meta = {"reference": kind, "seed": 0, "cases": cases, "beside": [], "digests": digests}
     (directory / "meta.json").write_text(json.dumps(meta))
     return directory
 
@@ -326,11 +332,11 @@ class Stand:
         self.asked_hub += 1
         return self.hub
 
-    def build(self, root, kind, seed, offline, progress):
-        self.built.append((kind, offline))
+    def build(self, root, kind, seed, offline, progress, checks=None):
+        self.built.append((kind, offline) if checks is None else (kind, offline, checks))
         if kind == "gpt2" and not self.gpt2_builds:
             raise ReferenceUnavailable("could not build the gpt2 reference: HTTP 503")
-        return read_entry(write_entry(refcache.entry_dir(root, kind, seed), kind), kind)
+        return read_entry(write_entry(refcache.entry_dir(root, kind, seed, checks), kind, checks), kind)
 
     def progress(self, message, fraction=None):
         self.said.append(message)
@@ -498,3 +504,61 @@ def test_offline_the_hub_is_unreachable_without_a_connection_tried(monkeypatch):
     assert refcache.hub_reachable() is False and tried == []
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     assert refcache.hub_reachable() is True and tried == [("huggingface.co", 443)]
+
+
+# --- an entry of the checks graded ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_checks(monkeypatch):
+    """The registry stood in for by this file's two checks, so that `embed` alone is a selection and both are all."""
+    from types import SimpleNamespace
+
+    import grader.checks
+
+    monkeypatch.setattr(grader.checks, "registry", lambda: tuple(SimpleNamespace(id=check) for check in CASES))
+
+
+def test_grading_a_selection_from_a_cold_cache_builds_an_entry_of_its_checks_only(monkeypatch, tmp_path, two_checks):
+    stand = Stand(monkeypatch, in_hf_cache=False, hub=False)
+    data = ensure_reference("random", stand.progress, root=tmp_path, checks=["embed"])
+    assert stand.built == [("random", True, frozenset({"embed"}))]
+    assert set(data.meta["cases"]) == {"embed"} and sorted(data.expected("embed")) == ["small"]
+    assert (
+        data.directory
+        == refcache.entry_dir(tmp_path, "random", 0, ["embed"])
+        != refcache.entry_dir(tmp_path, "random", 0)
+    )
+    assert ensure_reference("random", stand.progress, root=tmp_path, checks=["embed"]).directory == data.directory
+    assert len(stand.built) == 1  # read again, not built again
+
+
+def test_grading_more_checks_later_builds_an_entry_that_holds_them(monkeypatch, tmp_path, two_checks):
+    stand = Stand(monkeypatch, in_hf_cache=False, hub=False)
+    first = ensure_reference("random", stand.progress, root=tmp_path, checks=["embed"])
+    more = ensure_reference("random", stand.progress, root=tmp_path, checks=["embed", "attention"])
+    assert stand.built == [("random", True, frozenset({"embed"})), ("random", True)]  # both checks are every check
+    assert set(more.meta["cases"]) == {"embed", "attention"} and more.directory == refcache.entry_dir(
+        tmp_path, "random", 0
+    )
+    # The whole entry now serves any selection; the first stays where it was, unread.
+    assert ensure_reference("random", stand.progress, root=tmp_path, checks=["embed"]).directory == more.directory
+    assert ensure_reference("random", stand.progress, root=tmp_path, checks=["attention"]).directory == more.directory
+    assert len(stand.built) == 2 and first.directory.is_dir()
+
+
+def test_a_selection_entry_that_lacks_one_of_its_checks_is_rebuilt(monkeypatch, tmp_path, two_checks):
+    stand = Stand(monkeypatch, in_hf_cache=False, hub=False)
+    directory = refcache.entry_dir(tmp_path, "random", 0, ["embed"])
+    write_entry(directory, checks=["attention"])  # under embed's name: not what its builder would have left
+    data = ensure_reference("random", stand.progress, root=tmp_path, checks=["embed"])
+    assert stand.said == [f"the reference cache at {directory} is damaged (it holds no cases for embed); rebuilding it"]
+    assert set(data.meta["cases"]) == {"embed"} and stand.built == [("random", True, frozenset({"embed"}))]
+
+
+def test_a_tampered_selection_entry_breaks_the_seal(monkeypatch, tmp_path, two_checks, confined):
+    stand = Stand(monkeypatch, in_hf_cache=False, hub=False)
+    data = ensure_reference("random", stand.progress, root=tmp_path, checks=["embed"])
+    save_file({"embed/small": np.array([[9.0, 9.0]], F32)}, str(data.directory / "expected.safetensors"))
+    broken = "expected.safetensors is not what the reference builder wrote"
+    assert Seal(read_entry(data.directory, "random"), ["embed"]).broken() == broken

@@ -12,7 +12,9 @@ such as https://download.pytorch.org/whl/cu124 for a GPU; then torch's dependenc
 pip is configured with. An index that does not answer within PROBE_SECONDS ends the set-up in one
 line that says what to do. A torch that imports already is kept. Then `pip install -e .` (`.[dev]`
 with --dev). `make` runs the torch step of this module (`--torch-only`), so the two never disagree.
-`--dry-run` prints the commands instead.
+`--dry-run` prints the commands instead. `--grading` is the autograders' set-up, for one grading in a fresh
+environment: torch's dependencies and the grader's in one pip run, none of them byte-compiled (a grading imports a
+fraction of their modules, each compiled as it is first imported; torch itself is compiled as ever).
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ def torch_plan(python: str, version: str, index: str) -> list[list[list[str]]]:
     return [local, remote]
 
 
-def project_command(python: str, dev: bool) -> list[str]:
+def project_command(python: str, dev: bool, grading: str | None = None) -> list[str]:
+    """The grader's install; for `--grading` (`grading`: the torch version) with torch's dependencies, uncompiled."""
+    if grading:
+        return pip(python, "--no-compile", f"torch=={grading}", "-e", ".")
     return pip(python, "-e", ".[dev]" if dev else ".")
 
 
@@ -95,8 +100,9 @@ def described(index: str) -> str:
     return f"{index} (CPU only)" if index == CPU_INDEX else index
 
 
-def install_torch(python: str, version: str, index: str) -> str | None:
-    """Install torch `version`; None once it is there, else the one line that says why not and what to do."""
+def install_torch(python: str, version: str, index: str, dependencies: bool = True) -> str | None:
+    """Install torch `version`, and its dependencies unless told not to (`--grading` installs them with the grader's);
+    None once it is there, else the one line that says why not and what to do."""
     if torch_imports(python):
         print(f"setup: torch already imports in {python}: kept")
         return None
@@ -107,6 +113,8 @@ def install_torch(python: str, version: str, index: str) -> str | None:
         failure = install_from_index(alone, version, index)
         if failure is not None:
             return failure
+    if not dependencies:
+        return None
     print(f"setup: installing torch {version}'s dependencies from pip's own index", flush=True)
     return None if runs(dependencies) else f"setup: pip could not install torch {version}'s dependencies (above)"
 
@@ -133,12 +141,14 @@ def dry_run(python: str, args: argparse.Namespace, steps: list[str]) -> int:
     if Path(python).exists() and torch_imports(python):
         print(f"# torch already imports in {python}: the torch commands would be skipped")
     local, remote = torch_plan(python, args.torch_version, args.torch_index)
+    if args.grading and not args.torch_only:  # torch's dependencies come with the grader's
+        local, remote = local[:1], remote[:1]
     print(*map(show, local), sep="\n")
     one_index = " ".join(f"{name}=' '" for name in ONE_INDEX)
     print(f"# else, if {args.torch_index} answers within {PROBE_SECONDS} s (else stop), torch with {one_index}:")
     print(*(("else: " if command is remote[0] else "") + show(command) for command in remote), sep="\n")
     if not args.torch_only:
-        print(show(project_command(python, args.dev)))
+        print(show(project_command(python, args.dev, args.torch_version if args.grading else None)))
     return 0
 
 
@@ -159,6 +169,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dev", action="store_true", help="also the test suite's dependencies (pip install -e .[dev])")
     p.add_argument("--torch-only", action="store_true", help="install torch and stop (what make runs)")
+    p.add_argument(
+        "--grading",
+        action="store_true",
+        help="the autograders' set-up: torch's and the grader's dependencies in one pip run, not byte-compiled",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
     return p
 
@@ -183,14 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     python, steps = (sys.executable, []) if args.venv is None else make_venv(args.venv, args.dry_run)
     if args.dry_run:
         return dry_run(python, args, steps)
-    failure = install_torch(python, args.torch_version, args.torch_index)
+    grading = args.torch_version if args.grading and not args.torch_only else None
+    failure = install_torch(python, args.torch_version, args.torch_index, dependencies=not grading)
     if failure is not None:
         print(failure, file=sys.stderr)
         return 1
     if args.torch_only:
         return 0
-    print(f"setup: installing the grader ({show(project_command(python, args.dev)[1:])})", flush=True)
-    if subprocess.run(project_command(python, args.dev), cwd=REPO_ROOT).returncode != 0:
+    project = project_command(python, args.dev, grading)
+    print(f"setup: installing the grader ({show(project[1:])})", flush=True)
+    if subprocess.run(project, cwd=REPO_ROOT).returncode != 0:
         return 1
     if args.venv is not None:
         print(f"setup: done; run {Path(python).parent / 'grade'}, or activate {args.venv} and run grade")

@@ -59,7 +59,8 @@ def main() -> int:
     started = time.monotonic()
     remove_planted_outputs()
     say(f"the GPT-2 course's grader at {RELEASE}, on Python {sys.version.split()[0]}")
-    if python("-m", "grader.host.tools.setup"):  # torch from a local wheel or PyTorch's CPU index, then the grader
+    # torch from a local wheel or PyTorch's CPU index, then the grader and its packages, uncompiled (--grading)
+    if python("-m", "grader.host.tools.setup", "--grading"):
         say("could not install the grader and PyTorch (see pip's lines above)")
         return 1
     exercises = CHECKOUT / "exercises"
