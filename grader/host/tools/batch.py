@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -39,19 +38,9 @@ from grader.checks import UnknownCheck
 from grader.host.assignments import AssignmentError, add_option, chosen
 from grader.host.cli import add_timeout_option
 from grader.host.dependencies import UNFINISHED
+from grader.host.tools.submission_copy import Refused, copy_exercises
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
-
-# What a submission's exercises/ may hold: a module of this course is a few KB.
-FILE_LIMIT = 2**20  # bytes a file
-SUBMISSION_LIMIT = 8 * 2**20  # bytes in all
-ENTRY_LIMIT = 1000  # files and directories
-SPECIAL_FILES = {
-    stat.S_IFIFO: "a named pipe",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a device",
-    stat.S_IFBLK: "a device",
-}
 
 
 @dataclass(frozen=True)
@@ -137,46 +126,6 @@ def runs_at_import(exercises: Path, file: str, line: int) -> bool:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
     ]
     return not any(first <= line <= last for first, last in bodies)
-
-
-class Refused(Exception):
-    """A submission that is not graded: the message, one line, is its row's error."""
-
-
-def copy_exercises(exercises: Path, target: Path) -> None:
-    """Copy `exercises` (but __pycache__) to `target`: directories and regular files only, within the
-    limits above, each file measured by its metadata before a byte of it is copied. Raises Refused."""
-    pending, entries, total = [Path()], 0, 0
-    while pending:  # a stack, not recursion: no depth of tree exhausts Python's
-        relative = pending.pop()
-        (target / relative).mkdir()
-        with os.scandir(exercises / relative) as listing:
-            for entry in listing:
-                entries += 1
-                if entries > ENTRY_LIMIT:
-                    raise Refused(f"exercises/ holds more than {ENTRY_LIMIT} files and directories")
-                info = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode):
-                    pending += [relative / entry.name] if entry.name != "__pycache__" else []
-                    continue
-                accept_file(f"exercises/{relative / entry.name}", info)
-                total += info.st_size
-                if total > SUBMISSION_LIMIT:
-                    raise Refused(f"exercises/ holds more than the limit of {SUBMISSION_LIMIT:,} bytes")
-                shutil.copyfile(entry.path, target / relative / entry.name, follow_symlinks=False)
-
-
-def accept_file(name: str, info: os.stat_result) -> None:
-    """Raise Refused unless `name` is a regular file within FILE_LIMIT. A symbolic link could hand the
-    grader a file of the grading machine as the learner's; the others would fill the disk or hang
-    the copy: a 1.5 GB sparse file is 1.5 GB to copy, however few blocks it has, a named pipe waits
-    for a writer, /dev/zero never ends."""
-    if stat.S_ISLNK(info.st_mode):
-        raise Refused(f"symbolic links are not accepted: {name}")
-    if not stat.S_ISREG(info.st_mode):
-        raise Refused(f"{name} is {SPECIAL_FILES.get(stat.S_IFMT(info.st_mode), 'a special file')}, not a regular file")
-    if info.st_size > FILE_LIMIT:
-        raise Refused(f"{name} is {info.st_size:,} bytes, over the limit of {FILE_LIMIT:,} bytes a file")
 
 
 def spreadsheet_safe(cell: object) -> object:
@@ -347,9 +296,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def grading_options_problem(submitted: Path, args: argparse.Namespace) -> str | None:
-    """What is wrong with the options batch and the notebooks' grades share (add_grading_options), and batch's
-    --assignment, in a line."""
+def grading_options_problem(submitted: Path, args: argparse.Namespace, assignment: str | None = None) -> str | None:
+    """What is wrong with the options batch and the notebooks' grades share (add_grading_options), and the course's
+    `assignment` (batch's --assignment; the notebooks' --assignment is nbgrader's), in a line."""
     if not submitted.is_dir():
         return f"{submitted} is not a directory"
     if not args.csv.parent.is_dir():
@@ -357,7 +306,7 @@ def grading_options_problem(submitted: Path, args: argparse.Namespace) -> str | 
     if args.jobs < 1:
         return "--jobs must be at least 1"
     try:
-        chosen(args.checks, vars(args).get("assignment"))
+        chosen(args.checks, assignment)
     except (UnknownCheck, AssignmentError) as error:
         return str(error)
     return None
@@ -371,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"batch: {message}", file=sys.stderr)
         return 2
 
-    problem = grading_options_problem(args.submissions, args)
+    problem = grading_options_problem(args.submissions, args, args.assignment)
     if problem:
         return usage(problem)
     checks = chosen(args.checks, args.assignment)  # with the assignment's points, as grade gives them
