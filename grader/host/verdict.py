@@ -212,10 +212,9 @@ def notes(evidence: Evidence) -> list[str]:
 
 
 def run_notes(outcome: Outcome) -> list[str]:
-    """What the check's run says whatever its verdict: that its device computed wrongly, so it was graded on the
-    CPU; that it ran on the grader's Transformer, the learner's failing (not "GPT-2's": offline that holds the random
-    reference's weights, and the training checks' is a tiny model); each part of the grader's the learner's files
-    took in place of one of theirs that does not import (a Transformer already said once)."""
+    """What the check's run says whatever its verdict: its device computed wrongly (graded on the CPU); it ran on the
+    grader's Transformer, not "GPT-2's" (offline that holds random weights); each grader's part put in place of a
+    learner's file that does not import (a Transformer said once)."""
     stand_in = outcome.reply.stand_in
     said = {"Transformer"} if stand_in else set()
     parts = [
