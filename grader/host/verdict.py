@@ -395,7 +395,5 @@ def unwritten(check: Check, where: wire.Place | None) -> str:
 
 def at(where: wire.Place | None, code: bool = True) -> str:
     """ " (file.py:12: the line)", or "" when the place is unknown."""
-    if not where:
-        return ""
-    line = f": {where.code}" if code and where.code else ""
-    return f" ({where.file}:{where.line}{line})"
+    line = f": {where.code}" if where and code and where.code else ""
+    return f" ({where.file}:{where.line}{line})" if where else ""
