@@ -8,7 +8,7 @@ package that bound the same object (`from .normalization import LayerNorm`); a m
 class, so that the learner's subclasses (the cached model's) inherit it. Everything is put back after the check:
 where checks run without forks, the learner's modules stay imported for the next one.
 
-The parts are built from torch's own functions (`drivers.stand_in_transformer`, `device_truth.FUNCTIONS`), never
+The parts are built from torch's own functions (`drivers.stand_in_transformer`), never
 from an exercise's solution, with transformer_lens's parameter names, so that GPT-2's weights load into them.
 """
 
@@ -18,18 +18,8 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 
-from grader.learner import device_truth
 from grader.learner.drivers import stand_in_transformer
 from grader.learner.package import PACKAGE_NAME, LearnerPackage
-
-
-def apply_causal_mask(self, attn_scores, past_kv_pos_offset: int = 0):
-    """Every score of a key after its query set to -inf; query i sits at position past_kv_pos_offset + i."""
-    import torch
-
-    queries = torch.arange(attn_scores.shape[-2], device=attn_scores.device) + past_kv_pos_offset
-    keys = torch.arange(attn_scores.shape[-1], device=attn_scores.device)
-    return attn_scores.masked_fill(keys[None, :] > queries[:, None], float("-inf"))
 
 
 def residual(self, tokens):
@@ -39,19 +29,13 @@ def residual(self, tokens):
     return torch.cat((self.embed(tokens), self.pos_embed(tokens)), dim=-1)
 
 
-class Attention(stand_in_transformer.Attention):
-    """The grader's Attention, with the mask a learner's code may call on it."""
-
-    apply_causal_mask = apply_causal_mask
-
-
 OWN = {  # wire.StandInPart -> the grader's own
     "embedding.Embed": stand_in_transformer.Embed,
     "embedding.PosEmbed": stand_in_transformer.PosEmbed,
     "normalization.LayerNorm": stand_in_transformer.LayerNorm,
-    "attention.Attention": Attention,
-    "attention.Attention.apply_causal_mask": apply_causal_mask,
-    "mlp.gelu_new": device_truth.FUNCTIONS["gelu_new"],
+    "attention.Attention": stand_in_transformer.Attention,
+    "attention.Attention.apply_causal_mask": stand_in_transformer.Attention.apply_causal_mask,
+    "mlp.gelu_new": stand_in_transformer.gelu_new,
     "mlp.MLP": stand_in_transformer.MLP,
     "block.TransformerBlock": stand_in_transformer.TransformerBlock,
     "positions.ConcatTransformer.residual": residual,
