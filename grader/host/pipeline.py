@@ -16,7 +16,7 @@ from grader.host.results import CheckResult, Report
 from grader.host.runner import FORK_SWITCH, LearnerProcesses, Limits
 from grader.host.seal import Seal
 from grader.host.verdict import Evidence, judge
-from grader.shared import cgroup, sandbox
+from grader.shared import cgroup, sandbox, wire
 
 
 class ReferenceTampered(RuntimeError):
@@ -138,7 +138,7 @@ class GradingRun:
                     if seal.broken():
                         continue  # judged from nothing: the run raises ReferenceTampered once the lanes end
                     seen = Evidence(check, outcome, self.reference)
-                    judged[check.id] = self._stood_in(judge(seen), stood.get(check.id, []))
+                    judged[check.id] = self._stood_in(judge(seen), stood.get(check.id, []), outcome.reply.stood_in)
                     passes.pending.discard(check.id)
                     if self.keep_evidence:
                         evidence[check.id] = seen
@@ -180,12 +180,15 @@ class GradingRun:
             return check_id in passes.pending
         return bool(to_stand_in(judged[check_id], judged, self.graph))
 
-    def _stood_in(self, result: CheckResult, parts: list[str]) -> CheckResult:
-        """A second pass's result: a note first, and the parts stood in for, which its message does not name again."""
+    def _stood_in(self, result: CheckResult, parts: list[str], files: list[wire.StoodIn]) -> CheckResult:
+        """A second pass's result: a note first, and the parts stood in for, which its message does not name again;
+        nor does it name the parts of a file that did not import, whose stand-in its notes name already."""
+        imported = {stood.file for stood in files}
+        whole = [part for part in used_by(result.id, self.graph) if f"{self.graph[part].target.file}.py" in imported]
         if not parts:
-            return result
+            return replace(result, stood_in=whole) if whole else result
         note = stood_in_note(replaced(parts, self.graph), self.graph)
-        return replace(result, stood_in=list(parts), notes=[note, *result.notes])
+        return replace(result, stood_in=[*parts, *whole], notes=[note, *result.notes])
 
     def _newly_final(self, judged: dict[str, CheckResult], yielded: set[str], passes: Passes) -> list[CheckResult]:
         """The results final now and not yet yielded (`yielded` then holds them): it and each part it uses judged, and

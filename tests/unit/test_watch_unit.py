@@ -237,6 +237,12 @@ def test_a_reference_that_does_not_verify_is_rebuilt_and_the_same_checks_graded_
     assert lines[-2:] == ["  since the last run: layernorm: fail -> pass", "  watched checks: 3/3 points (3 pass)"]
 
 
+class Fed(str):
+    """A fed outcome: its check's id (what the stand-in verdict reads), and a reply that took no file's stand-in."""
+
+    reply = SimpleNamespace(stood_in=[])
+
+
 class FedOutcomes:
     """LearnerProcesses stood in for: hands the run one outcome at a time, in the order given, noting each in `log`;
     a second pass's outcome (the parts stood in for given) is the check's id with " again"."""
@@ -250,11 +256,11 @@ class FedOutcomes:
         if stand_ins:
             for check in checks:
                 self.log.append(("again", check.id, stand_ins[check.id]))
-                yield check, f"{check.id} again"
+                yield check, Fed(f"{check.id} again")
             return
         for check_id in self.order:
             self.log.append(("outcome", check_id))
-            yield by_id[check_id], check_id  # the "outcome": the id, which the stand-in verdict reads
+            yield by_id[check_id], Fed(check_id)
 
 
 def fed(monkeypatch, tmp_path, verdicts: dict, order: list[str]) -> tuple[pipeline.GradingRun, list]:
