@@ -65,7 +65,8 @@ def stand_in_part(check: Check) -> str:
 
 def to_stand_in(result: CheckResult, results: dict[str, CheckResult], graph: dict[str, Check]) -> list[str]:
     """The parts of a failing check that fail their own checks (as `results` holds them) and that the grader has its
-    own of, in course order; none where it passes, or where they fail by the check's own error."""
+    own of, in course order; none where it passes, where they fail by the check's own error, or where their file did
+    not import (the grader's own stood in for them already, in this pass)."""
     if result.status not in BLAMED:
         return []
     return [
@@ -76,6 +77,7 @@ def to_stand_in(result: CheckResult, results: dict[str, CheckResult], graph: dic
         and results[part].status in BLAMED
         and stand_in_part(graph[part]) in get_args(StandInPart)
         and not stopped_by(results[part], result, graph)
+        and part not in result.stood_in  # its file did not import: the grader's stood in for it already
     ]
 
 

@@ -4,6 +4,7 @@ tests/course/test_stand_ins.py."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import get_args
 
 import pytest
@@ -35,6 +36,13 @@ def test_a_passing_check_or_one_without_failing_parts_is_not_graded_again():
     assert to_stand_in(judged["block"], judged, GRAPH) == []  # it passes
     assert to_stand_in(judged["layernorm"], judged, GRAPH) == []  # no part of its own fails
     assert to_stand_in(judged["attention"], judged, GRAPH) == []  # the mask passes
+
+
+def test_a_part_whose_file_did_not_import_is_not_stood_in_for_again():
+    """mlp.py hangs at import: the cached model already ran on the grader's MLP, so its failure is its own."""
+    judged = results(gelu_new="timeout", mlp="timeout", kv_cache="fail")
+    judged["kv_cache"] = dataclasses.replace(judged["kv_cache"], stood_in=["gelu_new", "mlp"])
+    assert to_stand_in(judged["kv_cache"], judged, GRAPH) == []
 
 
 def test_a_todo_part_is_no_failure_to_stand_in_for():
