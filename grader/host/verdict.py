@@ -222,7 +222,8 @@ def run_notes(outcome: Outcome) -> list[str]:
         for stood in outcome.reply.stood_in
         if (names := [name for name in stood.names if name not in said])
     ]
-    model = stand_in and f"graded on the grader's own Transformer: yours {stand_in}"
+    said = "gives other logits, your parts included" if stand_in == "fails its own check" else stand_in  # not "its own"
+    model = stand_in and f"graded on the grader's own Transformer: yours {said}"
     return [note for note in (outcome.device_fault, model, *parts) if note]
 
 
