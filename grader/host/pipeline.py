@@ -183,8 +183,9 @@ class GradingRun:
     def _stood_in(self, result: CheckResult, parts: list[str], files: list[wire.StoodIn]) -> CheckResult:
         """A second pass's result: a note first, and the parts stood in for, which its message does not name again;
         nor does it name the parts of a file that did not import, whose stand-in its notes name already."""
-        imported = {stood.file for stood in files}
-        whole = [part for part in used_by(result.id, self.graph) if f"{self.graph[part].target.file}.py" in imported]
+        imported = {stood.file for stood in files}  # mostly none: then no part is looked up
+        uses = used_by(result.id, self.graph) if imported else set()
+        whole = [part for part in self.graph if part in uses and f"{self.graph[part].target.file}.py" in imported]
         if not parts:
             return replace(result, stood_in=whole) if whole else result
         note = stood_in_note(replaced(parts, self.graph), self.graph)
