@@ -66,6 +66,8 @@ class Learner:
     source: str  # the file read
     pages: dict[str, str] = field(default_factory=dict)  # by check id: the course page the file names
     ungraded: str = ""  # why there are no statuses (the grading's error), for a learner who could not be graded
+    errors: dict[str, str] = field(default_factory=dict)  # by check id: why a check errored or timed out, one line
+    flag: str = ""  # why the recorded grade is in doubt (a notebook whose kernel showed another score), one line
 
     @property
     def graded(self) -> bool:
