@@ -1,7 +1,8 @@
 """`python -m grader.host.tools.notebooks grade`: the submitted notebooks' grades, recorded from outside any kernel
 (grader.host.tools.notebooks says why). Each learner's `%%exercise` cells are read, never run, into a package laid out
 like `exercises/`; grader.host.tools.batch's machinery grades it, and the points go into a CSV, one JSON result per
-learner and, with `--db`, nbgrader's gradebook.
+learner and, with `--db`, nbgrader's gradebook. The CSV flags a learner whose notebooks, as autograde ran them in
+their kernel, showed another score: the evidence of a forged verdict.
 """
 
 from __future__ import annotations
