@@ -393,6 +393,7 @@ def test_the_recorded_grade_is_what_the_exercise_cells_earn_whatever_the_other_c
             "student": student,
             **{check["id"]: check["status"] for check in report["checks"]},
             **{f"{check['id']} points": str(check["score"]) for check in report["checks"]},
+            "flag": "",  # no executed notebooks beside submitted/: nothing to hold the recorded grade against
             "score": str(report["score"]),
             "max_score": str(report["max_score"]),
             "error": "",
@@ -499,3 +500,126 @@ def test_the_default_source_is_the_checkout_s_origin(origin, source, tmp_path):
     if origin:
         subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", origin], check=True)
     assert repository_source(tmp_path) == source
+
+
+# --- a recorded grade the notebook's kernel disagrees with is flagged -------------------------------------------
+
+
+def executed_notebook(tmp_path: Path, cells: list) -> Path:
+    """autograded/LEARNER/gpt2/ holding one executed notebook made of `cells`."""
+    folder = tmp_path / "autograded" / "ada" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    # As the kernel left it, valid or not: nbformat.write would refuse the strange cells of a hostile notebook.
+    notebook = {**nbformat.v4.new_notebook(), "cells": cells}
+    (folder / "1-model.ipynb").write_text(json.dumps(notebook))
+    return folder
+
+
+def graded_cell(check_id: str, *outputs) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(f'grade_check("{check_id}")', outputs=list(outputs))
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": f"check-{check_id.replace('.', '-')}", "locked": True}
+    return cell
+
+
+def test_the_kernel_s_score_is_read_strictly_from_the_test_cells_outputs(tmp_path):
+    """A test cell earns its check's points in the kernel unless an error or stderr is among its outputs (nbgrader's
+    rule); a test cell seen twice, a cell no check grades and a check's grade id on a cell without outputs are not
+    counted; a notebook whose cells are not a kernel's (outputs that are no list) is not read at all."""
+    from grader.checks import select
+    from grader.host.tools.batch import Submission
+    from grader.host.tools.notebook_grades import kernel_flag, kernel_points
+
+    error = nbformat.v4.new_output("error", ename="AssertionError", evalue="embed: todo", traceback=[])
+    stderr = nbformat.v4.new_output("stream", name="stderr", text="warned")
+    stdout = nbformat.v4.new_output("stream", name="stdout", text="embed passes")
+    cells = [
+        graded_cell("embed", stdout),
+        graded_cell("pos_embed", error),
+        graded_cell("layernorm", stderr),
+        graded_cell("attention"),
+        graded_cell("gelu_new", stdout),
+        graded_cell("gelu_new", stdout),
+        graded_cell("no_such_check", stdout),
+        nbformat.v4.new_markdown_cell("a learner's note"),
+        nbformat.v4.new_markdown_cell("no outputs", metadata={"nbgrader": {"grade_id": "check-mlp"}}),
+    ]
+    folder = executed_notebook(tmp_path / "valid", cells)
+    points = {check.id: check.points for check in select(["model"])}
+    shown = kernel_points(sorted(folder.glob("*.ipynb")), select(["model"]))
+    assert shown == {"embed": points["embed"], "pos_embed": 0, "layernorm": 0, "attention": points["attention"]}
+
+    strange = graded_cell("embed")
+    strange["outputs"] = {"output_type": "stream", "name": "stdout", "text": "passes"}  # not a list of outputs
+    folder = executed_notebook(tmp_path / "strange", [strange])
+    flag = kernel_flag(folder, Submission("ada", {"checks": []}), select(["embed"]))
+    assert flag.startswith("the executed notebooks could not be read: 1-model.ipynb is not a notebook nbformat reads")
+
+
+def test_a_flag_says_what_the_kernel_showed_and_what_was_recorded(tmp_path):
+    from grader.checks import select
+    from grader.host.tools.batch import Submission
+    from grader.host.tools.notebook_grades import MAX_NOTEBOOK_BYTES, kernel_flag
+
+    checks = select(["embed", "pos_embed", "layernorm"])  # 1, 1 and 2 points
+    folder = executed_notebook(tmp_path, [graded_cell(check.id) for check in checks])
+    recorded = {"checks": [{"id": "embed", "status": "pass", "score": 1}]}
+    assert kernel_flag(folder, Submission("ada", recorded), checks) == (
+        "the notebook showed 4/4 when run; the grader recorded 1/4"
+    )
+    everything = {"checks": [{"id": c.id, "status": "pass", "score": c.points} for c in checks]}
+    assert kernel_flag(folder, Submission("ada", everything), checks) == ""
+    assert kernel_flag(tmp_path / "no-such-folder", Submission("ada", recorded), checks) == ""
+    with open(folder / "1-model.ipynb", "ab") as handle:  # the kernel's notebook is the learner's data: bounded
+        handle.truncate(MAX_NOTEBOOK_BYTES + 1)
+    assert kernel_flag(folder, Submission("ada", recorded), checks) == (
+        "the executed notebooks could not be read: 1-model.ipynb is not a regular file under 50 MB"
+    )
+
+
+FLAGGED_CHECKS = ("attention.causal_mask", "layernorm")  # 1 and 2 points: 1-model.ipynb's
+
+
+@pytest.mark.slow
+def test_a_learner_whose_cell_redefines_the_grading_function_is_flagged(course, tmp_path):
+    """The issue's case, with nbgrader's own autograde: a learner's cell redefines grade_check, so every test cell of
+    1-model.ipynb passes in the kernel while the grader records the stubs' 0. The gradebook CSV says so in `flag`,
+    just before `score`; a learner whose kernel agrees with the record (the stubs, failing in both) is not flagged."""
+    submitted = tmp_path / "submitted"
+    learners = {"redefined": FORGERIES["redefined"], "stubbed": None}
+    for student, forgery in learners.items():
+        notebook = nbformat.read(course / "release" / ASSIGNMENT / "1-model.ipynb", as_version=4)
+        (submitted / student / ASSIGNMENT).mkdir(parents=True)
+        nbformat.write(
+            with_cell(notebook, forgery) if forgery else notebook, submitted / student / ASSIGNMENT / "1-model.ipynb"
+        )
+        shutil.copytree(submitted / student, course / "submitted" / student)
+        shutil.copy(course / "gradebook.db", course / f"{student}.db")
+    nbgrader(
+        course,
+        *(
+            [
+                "autograde",
+                ASSIGNMENT,
+                "--student",
+                student,
+                "--notebook",
+                "1-model",
+                "--db",
+                f"sqlite:///{course / f'{student}.db'}",
+            ]
+            for student in learners
+        ),
+    )
+    command = [sys.executable, "-m", "grader.host.tools.notebooks", "grade", str(submitted), *FLAGGED_CHECKS]
+    command += ["--csv", str(tmp_path / "grades.csv"), "--autograded", str(course / "autograded")]
+    ran = subprocess.run(
+        command + ["--reference", "random", "--jobs", "2"], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    with open(tmp_path / "grades.csv", newline="") as handle:
+        header, *rows = list(csv.reader(handle))
+    assert header[header.index("score") - 1] == "flag"
+    flags = {row[0]: row[header.index("flag")] for row in rows}
+    scores = {row[0]: row[header.index("score")] for row in rows}
+    assert scores == {"redefined": "0", "stubbed": "0"}
+    assert flags == {"redefined": "the notebook showed 3/3 when run; the grader recorded 0/3", "stubbed": ""}

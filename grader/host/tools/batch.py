@@ -264,18 +264,23 @@ def grade_all(submissions: list[Path], checks: Sequence, options: Options, jobs:
 POINTS_COLUMN = "{check} points"
 
 
-def write_gradebook(path: Path, results: list[Submission], checks: Sequence, first: str = "submission") -> None:
+def write_gradebook(
+    path: Path, results: list[Submission], checks: Sequence, first: str = "submission", flags: dict | None = None
+) -> None:
     """The CSV: one row per submission; each check's status and its points beside it, then the score, the
-    maximum and any error (the notebooks' grades too, with `first="student"`)."""
+    maximum and any error (the notebooks' grades too, with `first="student"`, and with `flags` a `flag` column before
+    the score: why a recorded grade is in doubt, by submission)."""
     max_score = sum(check.points for check in checks)
     per_check = [column for check in checks for column in (check.id, POINTS_COLUMN.format(check=check.id))]
+    flagged = ["flag"] if flags is not None else []
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow([first, *per_check, "score", "max_score", "error"])
+        writer.writerow([first, *per_check, *flagged, "score", "max_score", "error"])
         for result in results:
             statuses, points = result.statuses, result.points
             cells = [cell for check in checks for cell in (statuses.get(check.id, ""), points.get(check.id, 0))]
-            row = [result.name, *cells, result.score, max_score, result.error]
+            flag = [flags.get(result.name, "")] if flags is not None else []
+            row = [result.name, *cells, *flag, result.score, max_score, result.error]
             writer.writerow([spreadsheet_safe(cell) for cell in row])
 
 

@@ -1,7 +1,8 @@
 """`python -m grader.host.tools.notebooks grade`: the submitted notebooks' grades, recorded from outside any kernel
 (grader.host.tools.notebooks says why). Each learner's `%%exercise` cells are read, never run, into a package laid out
 like `exercises/`; grader.host.tools.batch's machinery grades it, and the points go into a CSV, one JSON result per
-learner and, with `--db`, nbgrader's gradebook.
+learner and, with `--db`, nbgrader's gradebook. The CSV flags a learner whose notebooks, as autograde ran them in
+their kernel, showed another score: the evidence of a forged verdict.
 """
 
 from __future__ import annotations
@@ -79,6 +80,60 @@ def write_package(notebooks: list[Path], package: Path) -> None:
         shutil.copyfile(path, package / path.name)
     for name, source in sources.items():
         (package / name).write_text(source)  # UnicodeEncodeError (lone surrogates) is a ValueError
+
+
+def failed_in_kernel(outputs: object) -> bool | None:
+    """nbgrader's rule for a test cell run in the kernel: an error, or anything written to stderr, loses its points.
+    None where the outputs are not a list of output dicts (not what a kernel writes)."""
+    if not isinstance(outputs, list) or not all(isinstance(output, dict) for output in outputs):
+        return None
+    return any(
+        output.get("output_type") == "error"
+        or (output.get("output_type") == "stream" and output.get("name") == "stderr")
+        for output in outputs
+    )
+
+
+def field(node: object, key: str) -> object:
+    """node[key] where node is a dict (a notebook's JSON, as the learner's kernel left it); None otherwise."""
+    return node.get(key) if isinstance(node, dict) else None
+
+
+def kernel_points(notebooks: list[Path], checks: list) -> dict[str, int]:
+    """Check id -> the points its test cell showed when autograde ran the notebook in the learner's kernel, for each
+    check whose test cell the executed notebooks hold once. The notebooks are the learner's data (their cells ran
+    there): read as read_submitted reads them, a test cell known by its grade id alone, its points the check's."""
+    by_cell = {grade_cell_id(check.id): check for check in checks}
+    seen: dict[str, list[bool | None]] = {}
+    for path in notebooks:
+        for cell in read_submitted(path).get("cells", []):
+            grade_id = field(field(field(cell, "metadata"), "nbgrader"), "grade_id")
+            if isinstance(grade_id, str) and grade_id in by_cell:
+                seen.setdefault(grade_id, []).append(failed_in_kernel(cell.get("outputs")))
+    return {
+        by_cell[grade_id].id: 0 if failed[0] else by_cell[grade_id].points
+        for grade_id, failed in seen.items()
+        if len(failed) == 1 and failed[0] is not None  # a test cell twice, or outputs no kernel writes: not known
+    }
+
+
+def kernel_flag(executed: Path, result: Submission, checks: list) -> str:
+    """One line where the executed notebooks showed another score than the grader recorded, on the checks whose test
+    cells they hold ("the notebook showed 73/73 when run; the grader recorded 0/73"); empty where they agree, or where
+    the learner has no executed notebooks (autograde not run)."""
+    notebooks = sorted(executed.glob("*.ipynb")) if executed.is_dir() else []
+    if not notebooks:
+        return ""
+    try:
+        shown = kernel_points(notebooks, checks)
+    except (OSError, ValueError) as error:
+        return f"the executed notebooks could not be read: {error}"
+    points = {check.id: check.points for check in checks if check.id in shown}
+    recorded = sum(result.points.get(check_id, 0) for check_id in points)
+    if sum(shown.values()) == recorded:
+        return ""
+    total = sum(points.values())
+    return f"the notebook showed {sum(shown.values())}/{total} when run; the grader recorded {recorded}/{total}"
 
 
 def grade_packages(learners: list[Path], checks: list, args: argparse.Namespace, on_done) -> list[Submission]:
@@ -192,7 +247,9 @@ def record_grades(args: argparse.Namespace) -> int:
     for result in unread:
         done(result)
     results = sorted(unread + graded, key=lambda result: result.name)
-    write_csv(args.csv, results, checks, first="student")
+    autograded = args.autograded or args.submitted.parent / "autograded"  # nbgrader's course layout
+    flags = {result.name: kernel_flag(autograded / result.name / args.assignment, result, checks) for result in results}
+    write_csv(args.csv, results, checks, first="student", flags=flags)
     if args.db:
         write_gradebook(args.db, args.assignment, results, checks)
     recorded = ", ".join(str(path) for path in (args.csv, results_directory(args), args.db) if path)
@@ -213,6 +270,13 @@ def grade_parser() -> argparse.ArgumentParser:
     p.add_argument("--assignment", default="gpt2", help="the assignment's name in nbgrader (default: gpt2)")
     p.add_argument(
         "--db", metavar="URL", help="nbgrader's gradebook to record the grades in, e.g. sqlite:///gradebook.db"
+    )
+    p.add_argument(
+        "--autograded",
+        type=Path,
+        metavar="DIR",
+        help="nbgrader's autograded/, the notebooks as run in each learner's kernel: a score they showed that the "
+        "grader does not record is flagged in the CSV (default: autograded/ beside SUBMITTED_DIR)",
     )
     add_grading_options(p, "learners", "the grades to write")
     return p
