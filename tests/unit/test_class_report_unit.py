@@ -284,7 +284,13 @@ def test_a_json_result_and_a_gradebook_row_of_a_learner_are_merged_not_replaced(
     assert ann.statuses == {"embed": "pass", "layernorm": "fail", "mlp": "todo"}
     assert ann.mistakes == {"layernorm": UNBIASED} and ann.source == str(tmp_path / "grades-results" / "ann.json")
     assert bo.statuses == {"embed": "pass"}  # the JSON's where they differ
-    assert said == [f"bo: {tmp_path / 'grades-results' / 'bo.json'} and {gradebook} differ on embed: the first kept"]
+    assert said == [f"bo: {tmp_path / 'grades-results' / 'bo.json'} and {gradebook} differ on embed: the first's kept"]
+
+
+def test_a_learner_twice_in_one_file_keeps_the_later_record_and_says_so(tmp_path):
+    path = write(tmp_path / "grades.csv", GRADEBOOK + "sam,fail,0,,0,,0,0,3,\nsam,pass,1,,0,,0,1,3,\n")
+    learners, said = read(path)
+    assert learners["sam"].statuses == {"embed": "pass"} and said == [f"sam: {path} holds them twice: the later kept"]
 
 
 def test_the_class_views_own_csvs_and_classroom_50s_download_files_are_not_read(tmp_path, capsys):
@@ -447,7 +453,9 @@ def test_the_csv_and_the_markdown_list_every_stop_every_learner_not_graded_and_e
 
 
 def test_the_page_lists_every_stop_with_its_reason_and_each_mistakes_learners():
-    page = Text(render(tally(troubled())))
+    html = render(tally(troubled()))
+    assert f'title="{escape(f"g, layernorm: error: {SYNTAX}", quote=True)}"' in html  # its heatmap cell says why
+    page = Text(html)
     text = "".join(page.text)
     assert f"gerrorlayernorm old{SYNTAX}" in text and f"gtimeoutattention{HANG}" in text
     assert f"layernorm{UNBIASED}2a; b" in text and f"h: {DOUBT}" in text and "f: no exercises/" in text

@@ -68,7 +68,7 @@ def merged(result: Learner, gradebook: Learner, label: Label) -> tuple[Learner, 
     """A JSON result and a gradebook row of one learner as one: the statuses of both (the JSON's where both have
     one, and the remark says where they differ), the rest the JSON's (its score, mistakes and errors)."""
     differ = [check for check, status in gradebook.statuses.items() if result.statuses.get(check, status) != status]
-    remark = f"{label(result.source)} and {label(gradebook.source)} differ on {', '.join(differ)}: the first kept"
+    remark = f"{label(result.source)} and {label(gradebook.source)} differ on {', '.join(differ)}: the first's kept"
     one = replace(
         result if result.graded or not gradebook.graded else gradebook,
         statuses={**gradebook.statuses, **result.statuses},
@@ -83,7 +83,9 @@ def merged(result: Learner, gradebook: Learner, label: Label) -> tuple[Learner, 
 
 def combined(kept: Learner, read: Learner, label: Label) -> tuple[Learner, str]:
     """One learner read twice, and a remark: a JSON result and a gradebook row merged; else the newer file's (the
-    later read of files as old), and the remark says which was kept."""
+    later read of files as old, or of one file), and the remark says which was kept."""
+    if read.source == kept.source:
+        return read, f"{label(read.source)} holds them twice: the later kept"
     if from_gradebook(kept) != from_gradebook(read):
         result, gradebook = (read, kept) if from_gradebook(kept) else (kept, read)
         return merged(result, gradebook, label)

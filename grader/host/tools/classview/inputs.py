@@ -192,9 +192,12 @@ class Reading:
         self.warn(f"skipped {self.path}, {where}: {why}")
 
 
+STOPPED: tuple[CheckStatus, ...] = ("error", "timeout")  # the statuses of a check that stopped, each with a reason
+
+
 def stopped(checks: Iterable[tuple[str, CheckStatus, str]]) -> dict[str, str]:
     """By check id: why each check that errored or timed out did, as its message says (else its status)."""
-    return {check: message or status for check, status, message in checks if status in ("error", "timeout")}
+    return {check: message or status for check, status, message in checks if status in STOPPED}
 
 
 def from_report(name: str, report: GradeReport, path: Path) -> Learner:

@@ -66,6 +66,7 @@ def heatmap(view: ClassView) -> str:
         for check in view.checks:
             status = learner.statuses.get(check)
             said = f"{learner.name}, {check}: {status or 'not graded'}"
+            said += f": {learner.errors[check]}" if check in learner.errors else ""
             cells.append(f'<td class="{status or "none"}" title="{escape(said)}">{status or "-"}</td>')
         score = f"{number(learner.score)}/{number(learner.max_score)}"
         rows.append(row(cell(learner.name), cell(score), *cells))

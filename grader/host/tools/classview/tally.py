@@ -1,5 +1,6 @@
-"""What a class's results add up to: each check's statuses, the named mistakes by how many learners made them, the
-checks where learners stop (their first todo), and the scores.
+"""What a class's results add up to: each check's statuses, the named mistakes by how many learners made them (and
+who), the checks where learners stop (their first todo), each learner's checks that errored or timed out with the
+reason, the grades in doubt, and the scores.
 
 A learner who could not be graded (no status at all: batch's null report, a gradebook row with its error alone, a
 Classroom entry without a submission) is counted apart, and left out of every count, the median and the scores.
@@ -17,7 +18,7 @@ from dataclasses import dataclass, replace
 from grader.checks import registry
 from grader.host.assignments import Assignment
 from grader.host.course import page_path
-from grader.host.tools.classview.inputs import Learner
+from grader.host.tools.classview.inputs import STOPPED, Learner
 
 
 def pseudonym(name: str) -> str:
@@ -178,7 +179,7 @@ def stopped(learner: Learner, checks: list[str]) -> list[Stopped]:
     reasons: dict[tuple[str, str], list[str]] = {}
     for check in checks:
         status = learner.statuses.get(check)
-        if status in ("error", "timeout"):
+        if status in STOPPED:
             reasons.setdefault((status, learner.errors.get(check) or status), []).append(check)
     return [Stopped(learner.name, status, reason, tuple(ids)) for (status, reason), ids in reasons.items()]
 
