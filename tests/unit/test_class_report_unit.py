@@ -4,18 +4,24 @@ among them: what it counts, how it ranks, what it skips and says, and that no le
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
+from dataclasses import replace
 from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+from grader.host import assignments
 from grader.host.assignments import load
+from grader.host.render.markdown import literal
 from grader.host.tools import class_report
 from grader.host.tools.classview import inputs, tables
-from grader.host.tools.classview.inputs import Learner, read_results
+from grader.host.tools.classview.gather import read_results
+from grader.host.tools.classview.inputs import Learner
+from grader.host.tools.classview.page import render
 from grader.host.tools.classview.tally import pseudonym, tally
 
 pytestmark = pytest.mark.unit
@@ -251,12 +257,78 @@ def test_a_missing_path_a_file_too_large_and_a_named_pipe_are_skipped(tmp_path, 
     ]
 
 
-def test_a_learner_seen_twice_keeps_the_later_file_and_says_so(tmp_path):
-    first = write(tmp_path / "a" / "sam.json", batch_result("sam", ("embed", "fail", None)))
-    later = write(tmp_path / "b" / "sam.json", batch_result("sam", ("embed", "pass", None)))
-    learners, said = read(first, later)
+def test_of_two_results_of_a_learner_the_newer_file_is_kept_and_a_line_says_so(tmp_path):
+    newer = write(tmp_path / "a" / "sam.json", batch_result("sam", ("embed", "pass", None)))
+    older = write(tmp_path / "b" / "sam.json", batch_result("sam", ("embed", "fail", None)))
+    os.utime(older, ns=(1_000_000_000, 1_000_000_000))  # read later, but written long before
+    learners, said = read(newer, older)
     assert learners["sam"].statuses == {"embed": "pass"}
-    assert said == [f"sam: {later} replaces {first}"]
+    assert said == [f"sam: {newer} kept, newer than {older}"]
+    os.utime(newer, ns=(1_000_000_000, 1_000_000_000))  # as old: the later read is kept
+    learners, said = read(newer, older)
+    assert learners["sam"].statuses == {"embed": "fail"} and said == [f"sam: {older} kept, newer than {newer}"]
+
+
+GRADEBOOK = "submission,embed,embed points,layernorm,layernorm points,mlp,mlp points,score,max_score,error\n"
+
+
+def test_a_json_result_and_a_gradebook_row_of_a_learner_are_merged_not_replaced(tmp_path):
+    """The gradebook (read after, as grades.csv is after grades-results/ by name) keeps the JSON's mistakes and errors
+    and adds what the JSON lacks; a line says where the two disagree, and only there."""
+    result = batch_result("ann", ("embed", "pass", None), ("layernorm", "fail", UNBIASED))
+    write(tmp_path / "grades-results" / "ann.json", result)
+    write(tmp_path / "grades-results" / "bo.json", batch_result("bo", ("embed", "pass", None)))
+    gradebook = write(tmp_path / "grades.csv", GRADEBOOK + "ann,pass,1,fail,0,todo,0,1,3,\nbo,fail,0,,0,,0,0,3,\n")
+    learners, said = read(tmp_path / "grades-results", gradebook)
+    ann, bo = learners["ann"], learners["bo"]
+    assert ann.statuses == {"embed": "pass", "layernorm": "fail", "mlp": "todo"}
+    assert ann.mistakes == {"layernorm": UNBIASED} and ann.source == str(tmp_path / "grades-results" / "ann.json")
+    assert bo.statuses == {"embed": "pass"}  # the JSON's where they differ
+    assert said == [f"bo: {tmp_path / 'grades-results' / 'bo.json'} and {gradebook} differ on embed: the first's kept"]
+
+
+def test_a_learner_twice_in_one_file_keeps_the_later_record_and_says_so(tmp_path):
+    path = write(tmp_path / "grades.csv", GRADEBOOK + "sam,fail,0,,0,,0,0,3,\nsam,pass,1,,0,,0,1,3,\n")
+    learners, said = read(path)
+    assert learners["sam"].statuses == {"embed": "pass"} and said == [f"sam: {path} holds them twice: the later kept"]
+
+
+def test_the_class_views_own_csvs_and_classroom_50s_download_files_are_not_read(tmp_path, capsys):
+    """A folder as `gh teacher download` writes it (a clone per learner holding result.json, the newest submission,
+    and results.json, every submission newest first; scores.csv of totals beside them), with the class view's own CSVs
+    of an earlier run in it: every learner read once, and no line on stderr."""
+    from grader.host.tools.classview.gather import CLASSROOM50_SUMMARY
+
+    newest, older = classroom("tia", ("embed", "pass", None)), classroom("tia", ("embed", "fail", None))
+    clone = tmp_path / "cs-gpt2-tia"
+    write(clone / "result.json", newest)
+    write(clone / "results.json", [{"submission_tag": "submit/2", "result": newest}, {"submission_tag": "submit/1",
+                                   "result": older}])  # fmt: skip
+    write(tmp_path / "scores.csv", f"{CLASSROOM50_SUMMARY}\ntia,Tia,T,tia@example.org,1,1,1,2026-01-01,submit/2,,,,\n")
+    assert run(tmp_path, "--csv", tmp_path / "class.csv", "--lms", tmp_path / "lms.csv") == 0
+    first = capsys.readouterr().err
+    assert run(tmp_path, "--csv", tmp_path / "class.csv", "--lms", tmp_path / "lms.csv") == 0
+    assert capsys.readouterr().err == first == "class-report: 1 learners graded; median score 1 of 1\n"
+    learners, said = read(tmp_path)  # the control: without their first lines, the command's CSVs are tried
+    assert learners["tia"].statuses == {"embed": "pass"}
+    assert said == [f"skipped {tmp_path / name}: neither a JSON result nor a gradebook CSV" for name in CSVS]
+
+
+CSVS = ("class.csv", "lms.csv")
+
+
+def test_each_check_that_errored_or_timed_out_keeps_its_reason(tmp_path):
+    checks = report(("embed", "error", None), ("attention", "timeout", None), ("mlp", "timeout", None))["checks"]
+    checks[0]["message"] = "SyntaxError: invalid syntax (embed.py, line 3)"
+    checks[1]["message"] = ""
+    checks[2]["message"] = "mlp.py does not finish importing (line 1 when stopped)"
+    result = {"submission": "cy", "score": 0, "max_score": 3, "error": None, "report": {**report(), "checks": checks}}
+    learners, _ = read(write(tmp_path / "cy.json", result))
+    assert learners["cy"].errors == {
+        "embed": "SyntaxError: invalid syntax (embed.py, line 3)",
+        "attention": "timeout",  # no message: its status
+        "mlp": "mlp.py does not finish importing (line 1 when stopped)",
+    }
 
 
 # --- the tally ---------------------------------------------------------------------------------------------------
@@ -317,8 +389,91 @@ def test_the_view_of_an_assignment_counts_its_checks_alone_scored_with_its_point
         "f": "no exercises/",
         "g": "graded on none of assignment week1's checks",
     }
-    assert tables.headline(view).startswith("assignment week1: 5 learners graded, 2 could not be graded")
+    said = "assignment week1: 5 learners graded (1 with checks that errored or timed out), 2 could not be graded"
+    assert tables.headline(view).startswith(said)
     assert not tables.headline(tally(CLASS)).startswith("assignment")
+
+
+SYNTAX = "SyntaxError: invalid syntax (normalization.py, line 3)"
+HANG = "attention.py does not finish importing (line 1 when stopped)"
+DOUBT = "the notebook's kernel showed 73, the gradebook records 0"
+
+
+def troubled() -> list[Learner]:
+    """CLASS, and one whose LayerNorm does not compile and whose attention hangs, and one whose grade is in doubt."""
+    stuck = Learner(
+        "g",
+        {"embed": "pass", "layernorm": "error", "attention": "timeout", "old": "error"},
+        {},
+        1,
+        4,
+        "here",
+        errors={"layernorm": SYNTAX, "attention": HANG, "old": SYNTAX},
+    )
+    return [*CLASS, stuck, replace(learner("h", {"embed": "pass"}), flag=DOUBT)]
+
+
+def test_checks_that_stopped_are_listed_by_learner_and_reason_each_mistake_names_its_learners():
+    view = tally(troubled())
+    assert [(stop.learner, stop.status, stop.reason, stop.checks) for stop in view.stopped] == [
+        ("e", "error", "error", ("embed",)),  # no message read: its status
+        ("e", "timeout", "timeout", ("attention",)),
+        ("g", "error", SYNTAX, ("layernorm", "old")),  # one reason, its checks in course order
+        ("g", "timeout", HANG, ("attention",)),
+    ]
+    assert [(m.check, m.names, m.learners) for m in view.mistakes] == [
+        ("layernorm", ("a", "b"), 2),
+        ("attention", ("c",), 1),
+    ]
+    assert [(ln.name, ln.flag) for ln in view.flagged] == [("h", DOUBT)]
+    assert tables.headline(view).startswith("7 learners graded (2 with checks that errored or timed out), 1 could not")
+
+
+def test_the_csv_and_the_markdown_list_every_stop_every_learner_not_graded_and_every_grade_in_doubt():
+    view = tally(troubled())
+    handle = io.StringIO()
+    tables.write_csv(view, handle)
+    rows = [row for row in csv.DictReader(io.StringIO(handle.getvalue())) if row["kind"] not in ("check", "mistake")]
+    assert [(row["kind"], row["check"], row["names"], row["reason"], row["learners"]) for row in rows] == [
+        ("error", "embed", "e", "error", "1"),
+        ("timeout", "attention", "e", "timeout", "1"),
+        ("error", "layernorm old", "g", SYNTAX, "1"),
+        ("timeout", "attention", "g", HANG, "1"),
+        ("ungraded", "", "f", "no exercises/", "1"),
+        ("flag", "", "h", DOUBT, "1"),
+    ]
+    summary = tables.markdown(view)
+    assert f"| g | error | layernorm old | {literal(SYNTAX)} |" in summary
+    assert f"| g | timeout | attention | {literal(HANG)} |" in summary
+    assert (
+        f"| layernorm | {literal(UNBIASED)} | 2 | {literal('a; b')} |" in summary
+        and f"| f | {literal('no exercises/')} |" in summary
+    )
+    assert f"| h | {literal(DOUBT)} |" in summary
+
+
+def test_the_page_lists_every_stop_with_its_reason_and_each_mistakes_learners():
+    html = render(tally(troubled()))
+    assert f'title="{escape(f"g, layernorm: error: {SYNTAX}", quote=True)}"' in html  # its heatmap cell says why
+    page = Text(html)
+    text = "".join(page.text)
+    assert f"gerrorlayernorm old{SYNTAX}" in text and f"gtimeoutattention{HANG}" in text
+    assert f"layernorm{UNBIASED}2a; b" in text and f"h: {DOUBT}" in text and "f: no exercises/" in text
+
+
+def test_the_lms_csv_has_a_row_per_learner_and_each_assignments_points(tmp_path, monkeypatch, capsys):
+    toml = (
+        '[[assignment]]\nname = "week1"\nchecks = ["embed", "layernorm"]\npoints = { embed = 2, layernorm = 5 }\n'
+        '[[assignment]]\nname = "week2"\nchecks = ["attention"]\npoints = { attention = 3 }\n'
+    )
+    monkeypatch.setattr(assignments, "FILE", write(tmp_path / "assignments.toml", toml))
+    write(tmp_path / "r" / "a.json", batch_result("a", ("embed", "pass", None), ("layernorm", "fail", UNBIASED),
+                                                  ("attention", "pass", None)))  # fmt: skip
+    write(tmp_path / "r" / "b.json", batch_result("b", ("embed", "pass", None)))
+    write(tmp_path / "r" / "c.json", batch_result("c", error="no exercises/ package"))
+    assert run(tmp_path / "r", "--lms", tmp_path / "lms.csv", "--assignment", "week2") == 0
+    assert (tmp_path / "lms.csv").read_text().splitlines() == ["learner,week1,week2", "a,2,3", "b,2,", "c,,"]
+    assert capsys.readouterr().err.startswith("class-report: assignment week2: 1 learners graded, 2 could not")
 
 
 def test_pseudonyms_are_stable_and_differ_by_name():
@@ -369,11 +524,24 @@ def test_the_csv_counts_each_check_then_each_mistake_spreadsheet_safe(hostile_cl
     with open(out, newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows == [
-        ["kind", "check", "pass", "fail", "todo", "error", "timeout", "graded", "mistake", "learners"],
-        ["check", "layernorm", "1", "2", "0", "0", "0", "3", "", ""],
-        ["check", "attention", "1", "1", "1", "0", "0", "3", "", ""],
-        ["mistake", "layernorm", "", "", "", "", "", "", UNBIASED, "2"],
-        ["mistake", "attention", "", "", "", "", "", "", "'" + FORMULA, "1"],
+        [
+            "kind",
+            "check",
+            "pass",
+            "fail",
+            "todo",
+            "error",
+            "timeout",
+            "graded",
+            "mistake",
+            "learners",
+            "names",
+            "reason",
+        ],
+        ["check", "layernorm", "1", "2", "0", "0", "0", "3", "", "", "", ""],
+        ["check", "attention", "1", "1", "1", "0", "0", "3", "", "", "", ""],
+        ["mistake", "layernorm", "", "", "", "", "", "", UNBIASED, "2", f"{INJECTED}; uma", ""],
+        ["mistake", "attention", "", "", "", "", "", "", "'" + FORMULA, "1", "uma", ""],
     ]
 
 
@@ -398,22 +566,33 @@ def test_the_markdown_makes_every_text_literal(hostile_class, tmp_path, capsys):
     assert '| attention | \\=HYPERLINK\\(\\"http\\:\\/\\/evil\\.example\\"\\,\\"x\\"\\) | 1 |' in summary
 
 
-def test_anonymise_replaces_every_name_everywhere(hostile_class, tmp_path, capsys):
+def test_anonymise_keeps_every_name_and_input_path_out_of_every_output_and_message(hostile_class, tmp_path, capsys):
+    """Even a name in a result's text (a path in batch's error), a learner seen twice, a file skipped."""
     write(hostile_class / "d.json", batch_result("uma", ("layernorm", "pass", None)))  # uma again: a message
-    out = tmp_path / "class.html"
-    assert run(hostile_class, "--anonymise", "--html", out, "--markdown", tmp_path / "class.md") == 0
-    page, said = out.read_text(), capsys.readouterr().err
-    for name in (INJECTED, "uma", "vic"):
-        assert pseudonym(name) in page
-        assert escape(name) not in page and name not in said
-    assert f"{pseudonym('uma')}: {hostile_class / 'd.json'} replaces {hostile_class / 'b.json'}" in said
+    write(hostile_class / "e.json", batch_result("wyn", error="could not copy exercises/: /srv/class/wyn/exercises"))
+    write(hostile_class / "f.json", "{not json")  # a message
+    out = {kind: tmp_path / f"class.{kind}" for kind in ("html", "md", "csv", "lms")}
+    options = ["--html", out["html"], "--markdown", out["md"], "--csv", out["csv"], "--lms", out["lms"]]
+    assert run(hostile_class, "--anonymise", *options) == 0
+    said, written = capsys.readouterr(), {kind: path.read_text() for kind, path in out.items()}
+    assert said.err.splitlines()[:2] == [
+        f"class-report: {pseudonym('uma')}: input 4 kept, newer than input 2",
+        "class-report: skipped input 6: neither a JSON result nor a gradebook CSV",
+    ]
+    wyn = pseudonym("wyn")
+    ungraded = f"| {literal(wyn)} | {literal(f'could not copy exercises/: /srv/class/{wyn}/exercises')} |"
+    assert ungraded in written["md"]
+    for name in (INJECTED, "uma", "vic", "wyn"):
+        assert pseudonym(name) in written["html"] and pseudonym(name) in written["lms"]  # each learner's row
+        assert all(escape(name) not in text and name not in text for text in (*written.values(), said.out, said.err))
+    assert str(hostile_class) not in said.err
 
 
 def test_without_an_output_or_a_readable_input_the_command_says_so_and_exits_2(tmp_path, capsys):
     assert run(tmp_path, "--csv", tmp_path / "out.csv") == 2
     assert capsys.readouterr().err == f"class-report: no results could be read from {tmp_path}\n"
     assert run(tmp_path) == 2
-    assert capsys.readouterr().err == "class-report: nothing to write: give --csv, --html or --markdown\n"
+    assert capsys.readouterr().err == "class-report: nothing to write: give --csv, --html, --markdown or --lms\n"
     assert run(tmp_path, "--html", tmp_path / "no" / "page.html") == 2
     assert "is not a directory" in capsys.readouterr().err
     assert not (tmp_path / "out.csv").exists()

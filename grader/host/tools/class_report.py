@@ -1,17 +1,20 @@
 """The class view: which checks most learners fail, and on which named mistakes, from what this grader wrote.
 
-    python -m grader.host.tools.class_report RESULTS... [--csv FILE] [--html FILE] [--markdown FILE|-]
+    python -m grader.host.tools.class_report RESULTS... [--csv FILE] [--html FILE] [--markdown FILE|-] [--lms FILE]
                                        [--pages URL] [--anonymise] [--assignment NAME]
 
-Each of RESULTS is a file, or a directory whose *.json and *.csv files are read, and the results.json and
-result.json of its subfolders (Gradescope's export, a folder of Classroom 50 results). Each file is recognised by
-its content: batch's and the notebooks' per-learner result (grades-results/NAME.json; the learner is its
-`submission`), a `grade --json` report (the file's stem), Gradescope's results.json (its folder's name), Classroom
-50's result.json and collected scores.json (each entry's newest submission; --assignment picks one of several), and
-the CSV gradebook of batch and the notebooks (statuses only, no mistakes). A learner seen twice: the later file
-wins, in the order given (a directory's files by name). Every file is the learner's to forge: a file, or an entry
-or row of one, that is not what it should be is skipped with a line on stderr, and the rest is read
-(grader.host.tools.classview.inputs).
+Each of RESULTS is a file, or a directory whose *.json and *.csv files are read, and the result.json (else the
+results.json) of its subfolders: Gradescope's export, a folder of Classroom 50 results, a folder that Classroom 50's
+`gh teacher download` wrote (its scores.csv of totals is passed over, as is each clone's results.json history beside
+its result.json). Each file is recognised by its content: batch's and the notebooks' per-learner result
+(grades-results/NAME.json; the learner is its `submission`), a `grade --json` report (the file's stem), Gradescope's
+results.json (its folder's name), Classroom 50's result.json and collected scores.json (each entry's newest submission;
+--assignment picks one of several), and the CSV gradebook of batch and the notebooks (statuses only, no mistakes).
+The class view's own CSVs (--csv, --lms) are never read back. A learner seen twice: a JSON result and a gradebook row
+are merged (the statuses of both, the mistakes and errors of the JSON; a line on stderr where their statuses differ);
+of two results of a kind, the newer file (its modification time; the later given among equals) is kept, and a line
+says so. Every file is the learner's to forge: a file, or an entry or row of one, that is not what it should be is
+skipped with a line on stderr, and the rest is read (grader.host.tools.classview.inputs).
 
 With --assignment NAME, one of the course's assignments (assignments.toml: `grade --assignments`), the view is of
 that assignment: each learner's statuses on its checks only, scored with its points, whatever they were graded on
@@ -19,20 +22,27 @@ that assignment: each learner's statuses on its checks only, scored with its poi
 
 A learner with no status at all (batch's result with no report, a gradebook row with only its error, a Classroom
 entry without a submission) could not be graded: counted apart, listed with the reason, and left out of every
-count, the median and the score distribution. A check's `timeout` is counted in a column of its own, beside
-`error`. A check that composes parts (the whole model, say) is graded with the grader's own of a part that fails
-its own check (grader.host.dependencies.to_stand_in), so its status is its own: each failure is counted once, at its
-cause, not again at every check that composes it. Checks follow the course's order; a check this registry does not
-know (an older report's) comes after, in the order first seen. --anonymise replaces every learner's name, in every
-output and message, with `learner-` and six hex digits of its SHA-256: stable from run to run, but not secret from
-anyone with the class list; a message about a file still names the file, whose path may hold a name.
+count, the median and the score distribution. A check that errored or timed out is listed with its learner and its
+reason (the exception and its file:line, "mlp.py does not finish importing (line N when stopped)"), one line for the
+checks that stopped for one reason. A check that composes parts (the whole model, say) is graded with the grader's own
+of a part that fails its own check (grader.host.dependencies.to_stand_in), so its status is its own: each failure is
+counted once, at its cause, not again at every check that composes it. Checks follow the course's order; a check this
+registry does not know (an older report's) comes after, in the order first seen. --anonymise replaces every learner's
+name, in every output and message and in every text of a result, with `learner-` and six hex digits of its SHA-256
+(stable from run to run, but not secret from anyone with the class list), and names each input file in a message by
+its place among the files read ("input 3"), not its path.
 
 Outputs, any of them:
 - --csv: a row per check (`kind` check: how many learners pass, fail, todo, error, timeout, of `graded`), then a
-  row per named mistake (`kind` mistake: the check, the mistake in the grader's words, the `learners` it caught),
-  the most frequent first;
+  row per named mistake (`kind` mistake: the check, the mistake in the grader's words, how many `learners` it caught
+  and their `names`), the most frequent first; then a row per learner's checks that stopped for one reason (`kind`
+  error or timeout: the `check`s, the learner in `names`, the `reason`), per learner who could not be graded (`kind`
+  ungraded) and per grade in doubt (`kind` flag);
 - --html: one self-contained page (grader.host.tools.classview.page), the course pages linked under --pages;
-- --markdown (`-`: stdout): the learners, the median score, the five lowest pass rates, the top named mistakes.
+- --markdown (`-`: stdout): the learners, the median score, the five lowest pass rates, every named mistake with its
+  learners, every error and time-out with its reason, who could not be graded and whose grade is in doubt;
+- --lms: one row per learner, one column per assignment of assignments.toml, the points on it as a number
+  (grader.host.tools.classview.lms).
 """
 
 from __future__ import annotations
@@ -41,9 +51,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from grader.host.assignments import Assignment, AssignmentError, load
-from grader.host.tools.classview import page, tables
-from grader.host.tools.classview.inputs import NeedsAssignment, read_results
+from grader.host.assignments import AssignmentError, load
+from grader.host.tools.classview import lms, page, tables
+from grader.host.tools.classview.gather import read_results
+from grader.host.tools.classview.inputs import NeedsAssignment
 from grader.host.tools.classview.tally import ClassView, anonymised, pseudonym, tally
 from grader.shared.commands import tool_parser
 from grader.shared.wire import clean_text
@@ -66,7 +77,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--pages", metavar="URL", help="where the course pages are read, e.g. https://github.com/o/r/blob/main/"
     )
-    p.add_argument("--anonymise", action="store_true", help="a stable pseudonym in place of each learner's name")
+    p.add_argument(
+        "--lms",
+        type=Path,
+        metavar="FILE",
+        help="an LMS-ready CSV: a row per learner, a column per assignment of assignments.toml, its points",
+    )
+    p.add_argument(
+        "--anonymise", action="store_true", help="a stable pseudonym in place of each learner's name, no input's path"
+    )
     p.add_argument(
         "--assignment",
         metavar="NAME",
@@ -82,9 +101,9 @@ def say(message: str) -> None:
 
 
 def outputs_problem(args: argparse.Namespace) -> str | None:
-    if not (args.csv or args.html or args.markdown):
-        return "nothing to write: give --csv, --html or --markdown"
-    for path in (args.csv, args.html, None if args.markdown in (None, STDOUT) else Path(args.markdown)):
+    if not (args.csv or args.html or args.markdown or args.lms):
+        return "nothing to write: give --csv, --html, --markdown or --lms"
+    for path in (args.csv, args.html, args.lms, None if args.markdown in (None, STDOUT) else Path(args.markdown)):
         if path is not None and not path.parent.is_dir():
             return f"cannot write {path}: {path.parent} is not a directory"
     return None
@@ -96,33 +115,35 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         say(problem)
         return 2
-    shown = pseudonym if args.anonymise else str
     try:
-        learners = read_results(args.results, args.assignment, say, shown)
-    except NeedsAssignment as error:
+        assignments = load()
+        learners = read_results(
+            args.results,
+            args.assignment,
+            say,
+            pseudonym if args.anonymise else str,
+            [",".join(tables.CSV_HEADER), ",".join(lms.header(assignments))],  # its own outputs
+            hide_paths=args.anonymise,
+        )
+    except (NeedsAssignment, AssignmentError) as error:
         say(str(error))
         return 2
     if not learners:
-        say(f"no results could be read from {', '.join(str(path) for path in args.results)}")
+        given = f"the {len(args.results)} paths given" if args.anonymise else ", ".join(map(str, args.results))
+        say(f"no results could be read from {given}")
         return 2
-    try:
-        assignment = course_assignment(args.assignment)
-    except AssignmentError as error:
-        say(str(error))
-        return 2
-    view = tally(anonymised(learners) if args.anonymise else learners, assignment)
+    learners = anonymised(learners) if args.anonymise else learners
+    view = tally(learners, next((one for one in assignments if one.name == args.assignment), None))
     try:
         write_outputs(view, args)
+        if args.lms:  # every assignment of the course, whichever --assignment the view is of
+            with open(args.lms, "w", newline="", encoding="utf-8") as handle:
+                lms.write_lms(learners, assignments, handle)
     except OSError as error:
         say(f"cannot write: {error}")
         return 1
     say(tables.headline(view))
     return 0
-
-
-def course_assignment(name: str | None) -> Assignment | None:
-    """The course's assignment of that name; None where there is none (a name of Classroom 50's only)."""
-    return next((assignment for assignment in load() if assignment.name == name), None) if name else None
 
 
 def write_outputs(view: ClassView, args: argparse.Namespace) -> None:

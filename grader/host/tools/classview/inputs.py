@@ -102,6 +102,7 @@ class GradedCheck(Strict):  # one check of `grade --json`
     status: CheckStatus
     hint: Line | None = None
     page: Line | None = None
+    message: Line = ""
 
 
 class GradeReport(Strict):
@@ -142,6 +143,7 @@ class ClassroomTest(Strict):
     status: CheckStatus
     mistake: Line | None = None
     page: Line | None = None
+    message: Line = ""
 
 
 class ClassroomSubmission(Strict):  # a result.json as scores.json holds it
@@ -190,9 +192,19 @@ class Reading:
         self.warn(f"skipped {self.path}, {where}: {why}")
 
 
+STOPPED: tuple[CheckStatus, ...] = ("error", "timeout")  # the statuses of a check that stopped, each with a reason
+
+
+def stopped(checks: Iterable[tuple[str, CheckStatus, str]]) -> dict[str, str]:
+    """By check id: why each check that errored or timed out did, as its message says (else its status)."""
+    return {check: message or status for check, status, message in checks if status in STOPPED}
+
+
 def from_report(name: str, report: GradeReport, path: Path) -> Learner:
     verdicts = ((check.id, check.status, check.hint, check.page) for check in report.checks)
-    return learner(name, verdicts, report.score, report.max_score, path)
+    graded = learner(name, verdicts, report.score, report.max_score, path)
+    graded.errors = stopped((check.id, check.status, check.message) for check in report.checks)
+    return graded
 
 
 def read_batch_result(data: object, reading: Reading) -> list[Learner]:
@@ -226,7 +238,9 @@ def read_gradescope(data: object, reading: Reading) -> list[Learner]:
 
 def from_submission(owner: str, submission: ClassroomSubmission, path: Path) -> Learner:
     verdicts = ((test.test_name, test.status, test.mistake, test.page) for test in submission.tests)
-    return learner(owner, verdicts, submission.score, submission.max_score, path)
+    graded = learner(owner, verdicts, submission.score, submission.max_score, path)
+    graded.errors = stopped((test.test_name, test.status, test.message) for test in submission.tests)
+    return graded
 
 
 def read_classroom_result(data: object, reading: Reading) -> list[Learner]:
@@ -356,30 +370,3 @@ def read_file(path: Path, assignment: str | None, warn: Callable[[str], None]) -
     except Unreadable as why:
         warn(f"skipped {path}: {why}")
         return []
-
-
-def files_in(paths: Iterable[Path]) -> list[Path]:
-    """Each path, or a directory's *.json and *.csv and its subfolders' results.json and result.json (Gradescope's
-    export, a folder of Classroom results), sorted: in this order a later file's learner replaces an earlier's."""
-    patterns = ("*.json", "*.csv", "*/results.json", "*/result.json")
-    found = []
-    for path in paths:
-        if path.is_dir():
-            found += sorted(file for pattern in patterns for file in path.glob(pattern) if file.is_file())
-        else:
-            found.append(path)  # read_file says why, when it is no file
-    return found
-
-
-def read_results(
-    paths: Iterable[Path], assignment: str | None, warn: Callable[[str], None], shown: Callable[[str], str]
-) -> list[Learner]:
-    """Every learner of every file, once: a learner seen again is replaced by the later file's, and `warn` says so,
-    naming the learner as `shown` does. Raises NeedsAssignment."""
-    learners: dict[str, Learner] = {}
-    for path in files_in(paths):
-        for read in read_file(path, assignment, warn):
-            if read.name in learners:
-                warn(f"{shown(read.name)}: {read.source} replaces {learners[read.name].source}")
-            learners[read.name] = read
-    return list(learners.values())

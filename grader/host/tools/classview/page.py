@@ -1,19 +1,22 @@
 """The class view as one self-contained HTML page: no network, no script, the style inline. A pass-rate bar per
-check in course order, a learners x checks heatmap, the score distribution, the named mistakes ranked with their
-course pages, and the checks where learners stop. Every text of a result is escaped."""
+check in course order, a learners x checks heatmap (in a box of its own that scrolls sideways: 52 checks are wider than
+a screen, and the page itself never is), the score distribution, the named mistakes ranked with their learners and
+course pages, the checks where learners stop, then every check that errored or timed out with its reason, every
+learner who could not be graded and every grade in doubt. Every text of a result is escaped."""
 
 from __future__ import annotations
 
 from html import escape
 
 from grader.host.results import STATUSES
-from grader.host.tools.classview.tables import headline, number
+from grader.host.tools.classview.tables import NAMES, headline, number
 from grader.host.tools.classview.tally import ClassView
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; overflow-wrap: anywhere; }
+div.wide { overflow-x: auto; max-width: 100%; }
 td.count { text-align: right; }
 div.bar { background: #eee; width: 14em; height: 0.9em; }
 div.bar span { display: block; height: 100%; background: #1a7f37; }
@@ -63,11 +66,13 @@ def heatmap(view: ClassView) -> str:
         for check in view.checks:
             status = learner.statuses.get(check)
             said = f"{learner.name}, {check}: {status or 'not graded'}"
+            said += f": {learner.errors[check]}" if check in learner.errors else ""
             cells.append(f'<td class="{status or "none"}" title="{escape(said)}">{status or "-"}</td>')
         score = f"{number(learner.score)}/{number(learner.max_score)}"
         rows.append(row(cell(learner.name), cell(score), *cells))
     title = "<h2>Learners and checks</h2>"
-    return f'{title}<table class="heatmap"><tr><th>learner</th><th>score</th>{checks}</tr>{"".join(rows)}</table>'
+    table = f'<table class="heatmap"><tr><th>learner</th><th>score</th>{checks}</tr>{"".join(rows)}</table>'
+    return f'{title}<div class="wide">{table}</div>'
 
 
 def scores(view: ClassView) -> str:
@@ -94,10 +99,12 @@ def mistakes(view: ClassView, pages_url: str | None) -> str:
     title = "<h2>Named mistakes, by how many learners made them</h2>"
     if not view.mistakes:
         return f"{title}<p>No named mistake.</p>"
-    rows = [row(cell(m.check), cell(m.words), cell(m.learners), page_cell(m.page, pages_url)) for m in view.mistakes]
-    return (
-        f'{title}<table class="mistakes">{head("check", "mistake", "learners", "course page")}{"".join(rows)}</table>'
-    )
+    rows = [
+        row(cell(m.check), cell(m.words), cell(m.learners), cell(NAMES.join(m.names)), page_cell(m.page, pages_url))
+        for m in view.mistakes
+    ]
+    header = head("check", "mistake", "learners", "who", "course page")
+    return f'{title}<table class="mistakes">{header}{"".join(rows)}</table>'
 
 
 def stops(view: ClassView) -> str:
@@ -107,11 +114,20 @@ def stops(view: ClassView) -> str:
     return f'{title}{table}<p class="finished">learners with no todo check: {view.finished}</p>'
 
 
-def ungraded(view: ClassView) -> str:
-    if not view.ungraded:
+def stopped(view: ClassView) -> str:
+    if not view.stopped:
         return ""
-    items = "".join(f"<li>{escape(learner.name)}: {escape(learner.ungraded)}</li>" for learner in view.ungraded)
-    return f'<h2>Could not be graded</h2><ul class="ungraded">{items}</ul>'
+    rows = [row(cell(s.learner), cell(s.status), cell(" ".join(s.checks)), cell(s.reason)) for s in view.stopped]
+    header = head("learner", "status", "checks", "reason")
+    return f'<h2>Errors and time-outs</h2><table class="stopped">{header}{"".join(rows)}</table>'
+
+
+def learner_list(title: str, kind: str, said: list[tuple[str, str]]) -> str:
+    """A list of learners, each with why; nothing where there is none."""
+    if not said:
+        return ""
+    items = "".join(f"<li>{escape(name)}: {escape(why)}</li>" for name, why in said)
+    return f'<h2>{escape(title)}</h2><ul class="{kind}">{items}</ul>'
 
 
 def render(view: ClassView, pages_url: str | None = None) -> str:
@@ -123,7 +139,9 @@ def render(view: ClassView, pages_url: str | None = None) -> str:
         scores(view),
         mistakes(view, pages_url),
         stops(view),
-        ungraded(view),
+        stopped(view),
+        learner_list("Could not be graded", "ungraded", [(ln.name, ln.ungraded) for ln in view.ungraded]),
+        learner_list("Grades in doubt", "flagged", [(ln.name, ln.flag) for ln in view.flagged]),
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>GPT-2 grader: class report</title>'
