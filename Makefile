@@ -92,7 +92,7 @@ batch: $(VENV)/.installed-instructor
 # The class view: which checks most learners fail, and on which named mistakes (from batch's results by default).
 class-report: $(VENV)/.installed-instructor
 	$(PY) -m grader.host.tools.class_report $(RESULTS) --csv $(CLASS_REPORT).csv --html $(CLASS_REPORT).html \
-		--markdown $(CLASS_REPORT).md $(ARGS)
+		--markdown $(CLASS_REPORT).md --lms $(CLASS_REPORT)-lms.csv $(ARGS)
 
 stubs: $(VENV)/.installed-dev
 	$(PY) -m grader.host.tools.stubs
