@@ -226,7 +226,7 @@ function showScores(table, scores) {
 function showWhere(where, standIns) {
   const table = $("where-table");
   table.replaceChildren();
-  if (!where) return;
+  if (!where || where.length === 0) return;
   const stoodIn = new Set(standIns.map((s) => s.module));
   table.append(row(["module", "max |diff|", "first step that differs", "most likely", "what it says"], true));
   for (const module of where) {
