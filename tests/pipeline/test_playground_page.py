@@ -126,10 +126,17 @@ def test_a_sentence_shows_both_top_10_lists_a_continuation_from_each_a_pattern_a
 
 
 def test_an_error_shows_in_the_banner_with_its_file_and_line_and_the_next_request_works(page, console_errors):
-    read(page, "crash now")
+    read(page, "crash now please")
     assert page.is_visible("#error")
     assert page.text_content("#error") == "attention.py:42: RuntimeError: shape '[1, 5, 12, 64]' is invalid"
     assert cells(page, "#next-yours") == [["#", "token", "p"]] and cells(page, "#where-table") == []
+    assert len(cells(page, "#next-gpt2")) == 11 and page.text_content("#next-diff").endswith("logit: -")
+    assert (
+        canvas(page, "pattern-yours")["width"] == 0 and canvas(page, "pattern-diff")["width"] == 0
+    )  # nothing of yours
+    assert canvas(page, "pattern-gpt2")["rgb"] == [0, 0, 255]  # GPT-2's side is still drawn
+    assert cells(page, "#lens")[1] == ["0", "- /  now", "- /  please", "- / crash"]
+    assert cells(page, "#induction")[1] == ["0", "- / 0.30", "- / 0.60", "- / 0.90"]
     generated_error = page.evaluate("""async () => (await fetch("/api/generate", {method: "POST",
         body: JSON.stringify({text: "crash"})})).status""")
     assert generated_error == 200

@@ -92,17 +92,22 @@ class Playground:
     def analyse(self, text: str) -> dict:
         tokens = [word if i == 0 else " " + word for i, word in enumerate(text.split())]
         stand_ins = [STAND_IN] if "stub" in text else []
-        if "crash" in text:
+        n = len(tokens)
+        if "crash" in text:  # as the backend answers then: GPT-2's side alone
             return {
                 "tokens": tokens,
                 "reference": self.reference,
                 "stand_ins": stand_ins,
-                "next": None,
-                "inside": None,
+                "next": {"yours": [], "gpt2": top(GPT2_TOP), "max_logit_diff": None},
+                "inside": {
+                    "patterns": {"yours": None, "gpt2": per_head(previous_token(n))},
+                    "logit_lens": {"yours": None, "gpt2": lens(tokens, 1)},
+                    "induction": {"yours": None, "gpt2": scores(0.9)},
+                    "previous_token": {"yours": None, "gpt2": scores(0.8)},
+                },
                 "where": [],
                 "error": CRASH,
             }
-        n = len(tokens)
         inside = {
             "patterns": {"yours": per_head(causal_uniform(n)), "gpt2": per_head(previous_token(n))},
             "logit_lens": {"yours": lens(tokens, 0), "gpt2": lens(tokens, 1)},

@@ -77,6 +77,14 @@ def test_the_playgrounds_own_failure_is_an_error_answer_and_the_next_request_wor
         assert asked(url + "api/analyse", {"text": "fine"})[0] == 200
 
 
+def test_a_nan_or_an_infinity_in_an_answer_comes_as_its_word():
+    playground = Playground()
+    playground.analyse = lambda text: {"next": {"max_logit_diff": float("nan")}, "where": [{"max_diff": float("-inf")}]}
+    with serving(playground) as url:
+        answer = asked(url + "api/analyse", {"text": "a"})
+        assert answer == (200, {"next": {"max_logit_diff": "nan"}, "where": [{"max_diff": "-inf"}]})
+
+
 def test_a_slow_answer_holds_up_neither_the_page_nor_its_files():
     playground = Playground()
     with serving(playground) as url:

@@ -9,6 +9,7 @@ worker thread, one call at a time, so a slow answer never holds up the page or a
 from __future__ import annotations
 
 import json
+import math
 import socket
 import sys
 import threading
@@ -58,7 +59,7 @@ def create_app(playground: Playground) -> Starlette:
                 return call(*args, **kwargs)
 
         try:
-            return JSONResponse(await run_in_threadpool(locked))
+            return JSONResponse(json_safe(await run_in_threadpool(locked)))
         except Exception as error:  # the grader's own failure: said on the page, which keeps working
             return failure(f"the playground failed: {type(error).__name__}: {error}", 500)
 
@@ -87,6 +88,18 @@ def create_app(playground: Playground) -> Starlette:
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes)
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with each NaN or infinity as its word ("nan", "inf", "-inf"): JSON has no such number, and a learner's
+    model that gives one is worth showing, not a failure of the page."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    return value
 
 
 def failure(message: str, status: int) -> JSONResponse:

@@ -32,7 +32,9 @@ function token(text) {
   return element("span", JSON.stringify(text).slice(1, -1), "token");
 }
 
+// A number to `digits`; the server sends a NaN or an infinity as its word ("nan", "inf"), and nothing as null.
 function fixed(value, digits) {
+  if (typeof value === "string") return value;
   return typeof value === "number" ? value.toFixed(digits) : "-";
 }
 
@@ -127,11 +129,16 @@ function options(select, count, prefix) {
   if (kept !== "" && Number(kept) < count) select.value = kept;
 }
 
+// Either model's side of `inside` may be null (yours, where your model did not answer): the other is still shown.
+function either(pair) {
+  return pair && (pair.yours || pair.gpt2);
+}
+
 function showInside(answer) {
   const inside = answer.inside;
-  const layers = inside ? inside.patterns.yours.length : 0;
-  options($("layer"), layers, "layer");
-  options($("head"), layers ? inside.patterns.yours[0].length : 0, "head");
+  const patterns = either(inside && inside.patterns) || [];
+  options($("layer"), patterns.length, "layer");
+  options($("head"), patterns.length ? patterns[0].length : 0, "head");
   drawPatterns();
   showLens(inside && inside.logit_lens, answer.tokens || []);
   showScores($("induction"), inside && inside.induction);
@@ -142,18 +149,18 @@ function drawPatterns() {
   const answer = state.answer;
   const inside = answer && answer.inside;
   const canvases = ["pattern-yours", "pattern-gpt2", "pattern-diff"].map($);
-  if (!inside || $("layer").value === "") {
-    for (const canvas of canvases) canvas.width = canvas.height = 0;
-    return;
-  }
+  for (const canvas of canvases) canvas.width = canvas.height = 0;
+  if (!inside || $("layer").value === "") return;
   const [layer, head] = [Number($("layer").value), Number($("head").value)];
-  const yours = inside.patterns.yours[layer][head];
-  const theirs = inside.patterns.gpt2[layer][head];
+  const pick = (side) => (side ? side[layer][head] : null);
+  const yours = pick(inside.patterns.yours);
+  const theirs = pick(inside.patterns.gpt2);
+  const where = `layer ${layer}, head ${head}`;
+  if (yours) heatmap(canvases[0], yours, answer.tokens, blue, `your attention pattern, ${where}`);
+  if (theirs) heatmap(canvases[1], theirs, answer.tokens, blue, `${refName()}'s attention pattern, ${where}`);
+  if (!yours || !theirs) return;
   const diff = yours.map((r, q) => r.map((v, k) => v - theirs[q][k]));
   const scale = Math.max(0.05, ...diff.flat().map(Math.abs));
-  const where = `layer ${layer}, head ${head}`;
-  heatmap(canvases[0], yours, answer.tokens, (v) => blue(v), `your attention pattern, ${where}`);
-  heatmap(canvases[1], theirs, answer.tokens, (v) => blue(v), `${refName()}'s attention pattern, ${where}`);
   heatmap(canvases[2], diff, answer.tokens, (v) => redBlue(v / scale),
     `the difference, ${where}: largest ${scale.toFixed(3)}`);
 }
@@ -199,15 +206,17 @@ function heatmap(canvas, values, tokens, colour, label) {
 function showLens(lens, tokens) {
   const table = $("lens");
   table.replaceChildren();
-  if (!lens) return;
+  const layers = either(lens);
+  if (!layers) return;
+  const at = (side, l, p) => (side && side[l] ? side[l][p] : null);
   table.append(row(["layer", ...tokens.map(token)], true));
-  lens.yours.forEach((layer, l) => {
-    const cells = layer.map((mine, p) => {
-      const theirs = lens.gpt2[l][p];
+  layers.forEach((layer, l) => {
+    const cells = layer.map((_, p) => {
+      const [mine, theirs] = [at(lens.yours, l, p), at(lens.gpt2, l, p)];
       const td = element("td");
-      td.append(token(mine.token), " / ", token(theirs.token));
-      td.className = mine.token === theirs.token ? "same" : "differs";
-      td.title = `p ${fixed(mine.p, 3)} / ${fixed(theirs.p, 3)}`;
+      td.append(mine ? token(mine.token) : "-", " / ", theirs ? token(theirs.token) : "-");
+      td.className = mine && theirs && mine.token === theirs.token ? "same" : "differs";
+      td.title = `p ${fixed(mine && mine.p, 3)} / ${fixed(theirs && theirs.p, 3)}`;
       return td;
     });
     table.append(row([l, ...cells]));
@@ -216,10 +225,12 @@ function showLens(lens, tokens) {
 
 function showScores(table, scores) {
   table.replaceChildren();
-  if (!scores) return;
-  table.append(row(["layer", ...scores.yours[0].map((_, h) => `head ${h}`)], true));
-  scores.yours.forEach((layer, l) => {
-    table.append(row([l, ...layer.map((v, h) => `${fixed(v, 2)} / ${fixed(scores.gpt2[l][h], 2)}`)]));
+  const layers = either(scores);
+  if (!layers) return;
+  const at = (side, l, h) => fixed(side ? side[l][h] : null, 2);
+  table.append(row(["layer", ...layers[0].map((_, h) => `head ${h}`)], true));
+  layers.forEach((layer, l) => {
+    table.append(row([l, ...layer.map((_, h) => `${at(scores.yours, l, h)} / ${at(scores.gpt2, l, h)}`)]));
   });
 }
 
@@ -235,7 +246,8 @@ function showWhere(where, standIns) {
       name.append(" ", element("span", "(stand-in)", "stand-in"));
     }
     const tr = row([name, fixed(module.max_diff, 4), module.first_step || "-", module.mistake || "-", module.message]);
-    tr.className = module.first_step || module.mistake ? "differs" : "";
+    const differs = module.status ? module.status !== "pass" : module.first_step || module.mistake;
+    tr.className = differs ? "differs" : "";
     table.append(tr);
   }
 }
