@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import threading
 
-LAYERS, HEADS = 2, 3
+LAYERS, HEADS = 12, 12  # GPT-2 small's: the page must fit them
 MODULES = ["Embed", "PosEmbed", "LayerNorm", "Attention", "MLP", "TransformerBlock", "Unembed", "Transformer"]
+ROUNDING = {"LayerNorm": 4.5e-08}  # a difference that is float rounding
 WRONG = "Attention"  # the first module whose output differs, in every answer but a crash's
 MISTAKE = "the scores are not scaled: divide q.k by sqrt(d_head)"
 CRASH = {"file": "attention.py", "line": 42, "message": "RuntimeError: shape '[1, 5, 12, 64]' is invalid"}
@@ -59,7 +60,7 @@ def where(stand_ins: list[dict]) -> list[dict]:
         rows.append(
             {
                 "module": module,
-                "max_diff": 0.124 if wrong else 0.0,
+                "max_diff": 0.124 if wrong else ROUNDING.get(module, 0.0),
                 "first_step": "attn_scores" if first else None,
                 "mistake": MISTAKE if first else None,
                 "message": ("differs" if wrong else "matches")

@@ -38,6 +38,11 @@ function fixed(value, digits) {
   return typeof value === "number" ? value.toFixed(digits) : "-";
 }
 
+// A difference: float rounding (1e-7) stays visible as what it is, not as 0.0000.
+function difference(value) {
+  return typeof value === "number" && value !== 0 && Math.abs(value) < 1e-3 ? value.toExponential(1) : fixed(value, 4);
+}
+
 async function post(url, body) {
   try {
     const reply = await fetch(url, {
@@ -112,7 +117,7 @@ function showNext(next) {
   topTable($("next-yours"), next && next.yours, next && next.gpt2);
   topTable($("next-gpt2"), next && next.gpt2, next && next.yours);
   $("next-diff").textContent = next
-    ? `largest |yours - ${refName()}| logit: ${fixed(next.max_logit_diff, 4)}` : "";
+    ? `largest |yours - ${refName()}| logit: ${difference(next.max_logit_diff)}` : "";
 }
 
 function refName() {
@@ -245,7 +250,7 @@ function showWhere(where, standIns) {
     if (stoodIn.has(module.module)) {
       name.append(" ", element("span", "(stand-in)", "stand-in"));
     }
-    const tr = row([name, fixed(module.max_diff, 4), module.first_step || "-", module.mistake || "-", module.message]);
+    const tr = row([name, difference(module.max_diff), module.first_step || "-", module.mistake || "-", module.message]);
     const differs = module.status ? module.status !== "pass" : module.first_step || module.mistake;
     tr.className = differs ? "differs" : "";
     table.append(tr);
