@@ -114,6 +114,7 @@ def test_a_sentence_shows_both_top_10_lists_a_continuation_from_each_a_pattern_a
     assert where[4] == ["Attention", "0.1240", "attn_scores", fake_playground.MISTAKE, "differs"]
     assert where[1] == ["Embed", "0.0000", "-", "-", "matches"]
     assert where[3] == ["LayerNorm", "4.5e-8", "-", "-", "matches"]  # float rounding, not 0.0000
+    assert page.text_content("#where-first") == "The first module that differs: Attention, from step attn_scores on."
     assert not page.is_visible("#stand-ins") and not page.is_visible("#error")
 
     page.fill("#top_k", "5")
@@ -162,6 +163,10 @@ def test_stand_ins_are_said_at_the_top_and_marked_in_where(page):
     where = {row[0]: row for row in cells(page, "#where-table")[1:]}
     assert where["LayerNorm (stand-in)"][4] == "matches (the grader's stand-in)"
     assert "Embed" in where and all("stand-in" not in name for name in where if name != "LayerNorm (stand-in)")
+    generated(page)
+    assert page.text_content("#gen-yours-time").endswith(
+        "(stand-in: the grader's TransformerSampler, yours is not written yet)"
+    )
 
 
 def focused(page) -> str:

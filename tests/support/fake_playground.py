@@ -5,7 +5,8 @@ and server: the page is tested without the learner's process or a reference. Its
 - "stub": LayerNorm not written yet, stood in for by the grader's (`stand_ins`, marked in `where`);
 - "slow": generate waits until `release` is set (a learner's model still thinking).
 
-Installed as the module `grader.host.play.session` (`Playground`), `grade --play` serves it.
+Beyond the contract the backend also answers `first_difference` (analyse) and `sampler_stood_in` (generate), and
+so does this. Installed as the module `grader.host.play.session` (`Playground`), `grade --play` serves it.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class Playground:
                     "previous_token": {"yours": None, "gpt2": scores(0.8)},
                 },
                 "where": [],
+                "first_difference": None,
                 "error": CRASH,
             }
         inside = {
@@ -123,6 +125,7 @@ class Playground:
             "next": next_token,
             "inside": inside,
             "where": where(stand_ins),
+            "first_difference": {"module": WRONG, "step": "attn_scores"},
             "error": None,
         }
 
@@ -148,6 +151,7 @@ class Playground:
                 "ms_per_token": 41.5,
                 "kv_cache": True,
                 "ms_per_token_cached": 9.25,
+                "sampler_stood_in": "stub" in text,
             },
             "gpt2": {"text": text + " GPT-2's words", "ms_per_token": 30.0},
             "error": None,

@@ -100,6 +100,7 @@ async function read(event) {
     showNext(answer.next);
     showInside(answer);
     showWhere(answer.where, answer.stand_ins || []);
+    showFirstDifference(answer.first_difference, answer.where);
   });
 }
 
@@ -257,6 +258,15 @@ function showWhere(where, standIns) {
   }
 }
 
+function showFirstDifference(first, where) {
+  const said = $("where-first");
+  if (first) {
+    said.textContent = `The first module that differs: ${first.module}` + (first.step ? `, from step ${first.step} on.` : ".");
+  } else {
+    said.textContent = where && where.length ? `Every module matches ${refName()} on this text.` : "";
+  }
+}
+
 function generateBody() {
   const number = (id, parse) => {
     const value = $(id).value.trim();
@@ -280,8 +290,9 @@ function perToken(ms) {
 
 function yoursTime(yours) {
   const plain = perToken(yours.ms_per_token);
-  if (!yours.kv_cache) return `${plain} (no KV cache of yours yet: kv_cache.py)`;
-  return `${plain} without the KV cache; ${perToken(yours.ms_per_token_cached)} with yours`;
+  const sampler = yours.sampler_stood_in ? " (stand-in: the grader's TransformerSampler, yours is not written yet)" : "";
+  if (!yours.kv_cache) return `${plain} (no KV cache of yours yet: kv_cache.py)${sampler}`;
+  return `${plain} without the KV cache; ${perToken(yours.ms_per_token_cached)} with yours${sampler}`;
 }
 
 async function generate(event) {
