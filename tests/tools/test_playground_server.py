@@ -98,6 +98,25 @@ def test_a_slow_answer_holds_up_neither_the_page_nor_its_files():
         assert not waiting.is_alive()
 
 
+def test_a_reference_that_cannot_be_had_is_said_in_one_line(monkeypatch, capsys):
+    from grader.host.play.app import play
+    from grader.host.refcache import ReferenceUnavailable
+
+    class Unreachable(Playground):
+        @classmethod
+        def start(cls, package_dir, reference, timeout):
+            raise ReferenceUnavailable("GPT-2's weights are not here and huggingface.co does not answer")
+
+    monkeypatch.setitem(sys.modules, "grader.host.play.session", type(sys)("session"))
+    monkeypatch.setattr(sys.modules["grader.host.play.session"], "Playground", Unreachable, raising=False)
+    assert play(REPO / "solutions", "gpt2", 60.0, browser=False) == 2
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert (
+        said
+        == "grade: GPT-2's weights are not here and huggingface.co does not answer (--reference random plays offline)"
+    )
+
+
 # grade's entry point with the fake in the place of the Playground's module, as `grade` would run with it.
 WITH_THE_FAKE = """
 import sys

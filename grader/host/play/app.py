@@ -192,10 +192,14 @@ def opened(url: str) -> None:
 def play(package: Path, reference: str, timeout: float, browser: bool) -> int:
     """`grade --play`: the learner's package in a Playground, served until Ctrl-C, then closed."""
     from grader.host.play.session import Playground
+    from grader.host.refcache import ReferenceUnavailable
 
     print(f"grade: loading {package} with the reference's weights for the playground", file=sys.stderr, flush=True)
     try:
         playground = Playground.start(package, reference, timeout)
+    except ReferenceUnavailable as error:
+        print(f"grade: {error} (--reference random plays offline)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("grade: interrupted", file=sys.stderr)
         return 130
