@@ -36,11 +36,15 @@ TEST_EXTRA ?= $(if $(wildcard solutions/__init__.py),dev,learner-test)
 # does not, as its grader and tests are not the learner's to change.
 LINT_FIRST := $(if $(wildcard solutions/__init__.py),lint,)
 
-.PHONY: grade train experiment-positions test test-unit test-all lint stubs release classroom50 gradescope notebooks notebook-grades batch class-report clean
+.PHONY: grade play train experiment-positions test test-unit test-all lint stubs release classroom50 gradescope notebooks notebook-grades batch class-report clean
 
 # grade exits 1 while a check does not pass and says so in words (and that make grade exits 0): no make error line.
 grade: $(VENV)/.installed
 	$(VENV)/bin/grade $(ARGS) || [ $$? -eq 1 ]
+
+# The playground: your model and GPT-2 read the text you type, side by side, in a page on 127.0.0.1 (Ctrl-C stops it).
+play: $(VENV)/.installed
+	$(VENV)/bin/grade --play $(ARGS)
 
 # Part 4: your training loop on the offline corpus; a loss plot, a checkpoint and a sample in train-output/.
 train: $(VENV)/.installed
@@ -106,12 +110,13 @@ $(VENV)/.torch: | $(PY)
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.torch
-	$(PY) -m pip install -e .
+	$(PY) -m pip install -e ".[play]"
 	touch $@
 
-# .installed-dev, -instructor, -learner-test: the project with that extra (dev includes the others).
+# .installed-dev, -instructor, -learner-test: the project with that extra (dev includes the others), and the
+# playground's server (the play extra) as .installed has it.
 $(VENV)/.installed-%: pyproject.toml $(VENV)/.torch
-	$(PY) -m pip install -e ".[$*]"
+	$(PY) -m pip install -e ".[play,$*]"
 	touch $@ $(VENV)/.installed
 
 clean:

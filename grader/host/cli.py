@@ -90,7 +90,14 @@ def parser() -> argparse.ArgumentParser:
     )
     add_switches(p.add_mutually_exclusive_group(), TERMINAL_MODES)
     add_switches(p, {"--download": "fetch GPT-2 into the Hugging Face cache (online, once) and exit"})
+    add_switches(p, PLAYGROUND)
     return p
+
+
+PLAYGROUND = {
+    "--play": "serve a page on 127.0.0.1 where your model and GPT-2 read the text you type (Ctrl-C stops it)",
+    "--no-browser": "with --play: print the page's address, open no browser",
+}
 
 
 # Ways of grading that print to the terminal instead of the report, so they write no report file.
@@ -113,6 +120,8 @@ def main(argv: list[str] | None = None, started: Started | None = None) -> int:
         return 0
     if args.assignments:
         return assignments_listed()
+    if args.play:
+        return played(args)
     from grader.host.runner import LearnerProcesses
     from grader.shared import sandbox
 
@@ -154,11 +163,32 @@ def selected_and_graded(args, processes) -> int:
             f"grade: {mode} reports in the terminal only; run grade without it to write report files", file=sys.stderr
         )
         return 2
+    package = package_of(args)
+    if package is None:
+        return 2
+    return grade(checks, package, args, processes)
+
+
+def package_of(args) -> Path | None:
+    """The learner's package the arguments name, resolved; None (said on stderr) where it is not one."""
     package = REPO_ROOT / "solutions" if args.solutions else (args.exercises or default_exercises())
     if not (package / "__init__.py").is_file():
         print(f"grade: {package} is not a Python package (no __init__.py)", file=sys.stderr)
+        return None
+    return package.resolve()
+
+
+def played(args) -> int:
+    """`grade --play`: the playground over the package the arguments name (grader.host.play.app)."""
+    package = package_of(args)
+    if package is None:
         return 2
-    return grade(checks, package.resolve(), args, processes)
+    try:
+        from grader.host.play.app import play
+    except ImportError as error:  # the `play` extra: make play installs it
+        print(f"grade: --play needs {error.name} (make play installs it, or pip install -e '.[play]')", file=sys.stderr)
+        return 2
+    return play(package, args.reference, args.timeout, browser=not args.no_browser)
 
 
 def grade(checks, package: Path, args, processes) -> int:

@@ -16,6 +16,7 @@ NO_GRADING = {
     "--list",
     "--assignments",
     "--download",
+    "--play",  # the playground starts a learner's process of its own
 }  # grade's options that start no learner's process
 
 

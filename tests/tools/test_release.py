@@ -421,7 +421,7 @@ def test_the_learner_make_test_installs_only_the_learner_test_extra(release):
         ["make", "-n", "test", "VENV=.venv-planned"], cwd=release, capture_output=True, text=True, timeout=60
     )
     assert planned.returncode == 0, planned.stderr
-    assert 'pip install -e ".[learner-test]"' in planned.stdout and "[dev]" not in planned.stdout
+    assert 'pip install -e ".[play,learner-test]"' in planned.stdout and "[dev]" not in planned.stdout
     assert "learner-test" in (release / "README.md").read_text()  # and its README says so
 
 

@@ -54,7 +54,7 @@ def test_torch_first_a_local_wheel_else_the_cpu_index_then_the_project():
         f"{py} torch=={VERSION}",
         f"else: {py} --no-deps --index-url {CPU} --timeout 15 --retries 2 torch=={VERSION}",
         f"{py} torch=={VERSION}",
-        f"{py} -e .",
+        f"{py} -e .[play]",
     ]
 
 

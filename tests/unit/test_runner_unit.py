@@ -417,6 +417,7 @@ def test_an_early_worker_nobody_adopted_is_ended_with_the_scratch(tmp_path):
     (["-h"], False),
     (["--list"], False),
     (["--download"], False),
+    (["--play", "--no-browser"], False),  # the playground starts a learner's process of its own
 ])  # fmt: skip
 def test_grade_starts_a_worker_early_only_where_the_arguments_grade(argv, grading):
     assert wants_grading(argv) is grading

@@ -10,11 +10,12 @@ always torch TORCH_VERSION (`--torch-version`): a torch wheel already on this ma
 other (pip's extra indexes and find-links off), or from the index of `--torch-index` (or $TORCH_INDEX),
 such as https://download.pytorch.org/whl/cu124 for a GPU; then torch's dependencies from the index
 pip is configured with. An index that does not answer within PROBE_SECONDS ends the set-up in one
-line that says what to do. A torch that imports already is kept. Then `pip install -e .` (`.[dev]`
-with --dev). `make` runs the torch step of this module (`--torch-only`), so the two never disagree.
-`--dry-run` prints the commands instead. `--grading` is the autograders' set-up, for one grading in a fresh
-environment: torch's dependencies and the grader's in one pip run, none of them byte-compiled (a grading imports a
-fraction of their modules, each compiled as it is first imported; torch itself is compiled as ever).
+line that says what to do. A torch that imports already is kept. Then `pip install -e .[play]` (with the
+playground's server; `.[dev]` with --dev). `make` runs the torch step of this module (`--torch-only`), so the two
+never disagree. `--dry-run` prints the commands instead. `--grading` is the autograders' set-up, for one grading in
+a fresh environment: torch's dependencies and the grader's (no playground) in one pip run, none of them
+byte-compiled (a grading imports a fraction of their modules, each compiled as it is first imported; torch itself
+is compiled as ever).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def project_command(python: str, dev: bool, grading: str | None = None) -> list[
     """The grader's install; for `--grading` (`grading`: the torch version) with torch's dependencies, uncompiled."""
     if grading:
         return pip(python, "--no-compile", f"torch=={grading}", "-e", ".")
-    return pip(python, "-e", ".[dev]" if dev else ".")
+    return pip(python, "-e", ".[dev]" if dev else ".[play]")  # an autograder's grading needs no playground
 
 
 def torch_imports(python: str) -> bool:
