@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.host.results import CheckResult, finite_or_none
+from grader.host.results import FAILING, CheckResult, finite_or_none, reference_name
 
 TOP = 10
 
@@ -50,10 +50,14 @@ def lens_cells(top_p: np.ndarray, top_ids: np.ndarray, vocabulary: list[str]) ->
     ]
 
 
-def where_row(result: CheckResult) -> dict:
+def where_row(result: CheckResult, reference: str) -> dict:
     """One module's row: the largest difference on the text, the first step that differs, the named mistake and the
     message, in grade's words (no points)."""
-    said = "matches GPT-2 on this text" if result.status == "pass" else "\n".join(result.diagnosis())
+    said = (
+        f"matches {reference_name(reference)} on this text"
+        if result.status == "pass"
+        else "\n".join(result.diagnosis())
+    )
     return {
         "module": result.id,
         "status": result.status,
@@ -66,5 +70,5 @@ def where_row(result: CheckResult) -> dict:
 
 def first_difference(results: list[CheckResult]) -> dict | None:
     """The first module, in course order, that differs from GPT-2 on the text, and its first step."""
-    row = next((result for result in results if result.status != "pass"), None)
+    row = next((result for result in results if result.status in FAILING), None)
     return None if row is None else {"module": row.id, "step": row.divergence}

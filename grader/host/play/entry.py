@@ -27,16 +27,20 @@ def module_checks() -> list[Check]:
     return [by_id[name] for name in MODULES]
 
 
-def play_check(name: str, target: Target) -> Check:
+GENERATE_TIMEOUT = 60.0  # seconds a continuation is allowed at least: 30 tokens twice (the KV cache's) on a slow CPU
+
+
+def play_check(name: str, target: Target, min_timeout: float | None = None) -> Check:
     """A playground request as a check the learner's process runs (never graded, never registered): the
-    transformer check's limits and run, another driver."""
+    transformer check's run, another driver."""
     transformer = next(check for check in registry() if check.id == "transformer")
-    return replace(transformer, id=f"play.{name}", target=target, uses=(), run=replace(transformer.run, capture=()))
+    run = replace(transformer.run, capture=(), min_timeout=min_timeout)
+    return replace(transformer, id=f"play.{name}", target=target, uses=(), run=run)
 
 
 INSIDE = play_check("inside", Target("transformer", "Transformer", None, "grader.learner.drivers.play:inside"))
 GENERATE = play_check(
-    "generate", Target("sampling", "TransformerSampler", None, "grader.learner.drivers.play:generate")
+    "generate", Target("sampling", "TransformerSampler", None, "grader.learner.drivers.play:generate"), GENERATE_TIMEOUT
 )
 
 

@@ -29,6 +29,7 @@ from grader.host.play.worker import PlayLane, run_one, with_play_lane
 from grader.host.refcache import ReferenceData, ensure_reference
 from grader.host.results import CheckResult
 from grader.host.runner import LearnerProcesses, Limits, Outcome
+from grader.host.runner.request import check_timeout
 from grader.shared import wire
 from grader.shared.formats import PLAY_INSIDE, tensor_text
 
@@ -103,7 +104,8 @@ class Playground:
         out = self._new_directory("analyse")
         theirs = self.gpt2.ask("analyse", text=text, out=str(out))
         data = play_entry(out, self.reference, self.verified)
-        inside = with_request(data, INSIDE, [np.array([theirs["ids"]], dtype=np.int64)], {"timeout": self.timeout})
+        limit = {"timeout": check_timeout(INSIDE, self.processes.limits)}
+        inside = with_request(data, INSIDE, [np.array([theirs["ids"]], dtype=np.int64)], limit)
         first, stopped = run_one(self.lane, self.package, INSIDE, inside, [])
         error = error_of(first, stopped)
         results = GradingRun(self.package, module_checks(), data, processes=self.processes).finished().report.checks
@@ -130,7 +132,7 @@ class Playground:
             "stand_ins": listed,
             "next": self._next(yours, gpt2_last),
             "inside": self._inside(yours, patterns, theirs),
-            "where": [answers.where_row(result) for result in results],
+            "where": [answers.where_row(result, self.reference.kind) for result in results],
             "first_difference": answers.first_difference(results),
             "error": error,
         }
@@ -184,7 +186,12 @@ class Playground:
         }
         if self.stood_in is None:  # which of the learner's modules to stand in for: what this text's "where" says
             self.analyse(text)
-        asked = {"timeout": self.timeout, "text": text, "max_new_tokens": int(max_new_tokens), "seed": int(seed)}
+        asked = {
+            "timeout": check_timeout(GENERATE, self.processes.limits),
+            "text": text,
+            "max_new_tokens": int(max_new_tokens),
+            "seed": int(seed),
+        }
         data = play_entry(self._new_directory("generate"), self.reference, self.verified)
         data = with_request(data, GENERATE, [], asked | {"kwargs": kwargs}, {"tokenizer": self.tokenizer})
         labels = [label for label in self.stood_in or {} if label in get_args(wire.StandInPart)]
