@@ -23,6 +23,8 @@ from grader.builder.reference import check_files, contiguous, prepared
 
 PLAY = "play"  # the typed text's token set, and its cases' name
 TOP = 10  # next tokens listed
+MAX_TOKENS = 64  # of the text, BOS included: 12 x 12 patterns of 64 x 64 each side are about 6 MB of JSON
+DIGITS = 4  # of a pattern's weights
 
 
 def play_cases(ref: Reference) -> dict:
@@ -107,11 +109,12 @@ def top(logits, ref: Reference, k: int = TOP) -> list[dict]:
 
 
 def analyse(ref: Reference, text: str, out: str) -> dict:
-    """GPT-2 on the text (BOS first, cut at the context): its tokens, next tokens, patterns and logit lens; the play
+    """GPT-2 on the text (BOS first, cut at MAX_TOKENS): its tokens, next tokens, patterns and logit lens; the play
     entry written to `out`."""
     import torch
 
-    tokens = ref.model.to_tokens(text, prepend_bos=True).cpu()[:, : ref.n_ctx]
+    whole = ref.model.to_tokens(text, prepend_bos=True).cpu()
+    tokens = whole[:, :MAX_TOKENS]
     ref.tokens[PLAY] = tokens
     ref.activations.cache_clear()  # the last text's
     acts = ref.activations(PLAY)
@@ -122,7 +125,8 @@ def analyse(ref: Reference, text: str, out: str) -> dict:
         "ids": tokens[0].tolist(),
         "tokens": [ref.tokenizer.decode([i]) for i in tokens[0].tolist()],
         "next": top(acts["unembed.hook_out"][0, -1], ref),
-        "patterns": patterns.tolist(),
+        "patterns": patterns.round(decimals=DIGITS).tolist(),
+        "cut": whole.shape[1] > MAX_TOKENS,
         "logit_lens": lens_cells(ref, lens.values, lens.indices),
     } | saved_logits(acts["unembed.hook_out"][0, -1], Path(out))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import tempfile
+import threading
 from pathlib import Path
 from typing import get_args
 
@@ -33,6 +34,7 @@ from grader.host.runner.request import check_timeout
 from grader.shared import wire
 from grader.shared.formats import PLAY_INSIDE, tensor_text
 
+DIGITS = 4  # of a pattern's weights, as GPT-2's (grader.builder.play.DIGITS)
 STOOD_IN_FOR = ("todo", "error", "timeout")  # a module's status on the text that puts the grader's in its place
 
 
@@ -72,6 +74,7 @@ class Playground:
         self.vocabulary = reference.vocabulary()
         self.tokenizer = text_array(gpt2.ask("tokenizer")["tokenizer"])
         self.stood_in: dict[str, str] | None = None  # the last text's: part label -> module
+        self.lock = threading.Lock()  # one request at a time: GPT-2's process and the lane answer one each
         processes.start_for([])
 
     @classmethod
@@ -101,6 +104,10 @@ class Playground:
     # --- analyse ---------------------------------------------------------------------------------------------
 
     def analyse(self, text: str) -> dict:
+        with self.lock:
+            return self._analyse(text)
+
+    def _analyse(self, text: str) -> dict:
         out = self._new_directory("analyse")
         theirs = self.gpt2.ask("analyse", text=text, out=str(out))
         data = play_entry(out, self.reference, self.verified)
@@ -128,6 +135,7 @@ class Playground:
         patterns = np.array(theirs["patterns"])
         return {
             "tokens": theirs["tokens"],
+            "cut": theirs["cut"],  # the text was longer than the tokens analysed
             "reference": self.reference.kind,
             "stand_ins": listed,
             "next": self._next(yours, gpt2_last),
@@ -152,7 +160,7 @@ class Playground:
         if yours is not None and yours["lens_p"].size:
             lens = answers.lens_cells(yours["lens_p"], yours["lens_ids"], self.vocabulary)
         return {
-            "patterns": {"yours": None if mine is None else mine.tolist(), "gpt2": theirs["patterns"]},
+            "patterns": {"yours": None if mine is None else mine.round(DIGITS).tolist(), "gpt2": theirs["patterns"]},
             "logit_lens": {"yours": lens, "gpt2": theirs["logit_lens"]},
             "induction": {
                 "yours": None if mine is None else answers.induction_scores(mine, ids_),
@@ -184,21 +192,19 @@ class Playground:
             "top_p": float(top_p or 0.0),
             "frequency_penalty": float(frequency_penalty),
         }
+        with self.lock:
+            return self._generate(text, int(max_new_tokens), int(seed), kwargs)
+
+    def _generate(self, text: str, max_new_tokens: int, seed: int, kwargs: dict) -> dict:
         if self.stood_in is None:  # which of the learner's modules to stand in for: what this text's "where" says
-            self.analyse(text)
-        asked = {
-            "timeout": check_timeout(GENERATE, self.processes.limits),
-            "text": text,
-            "max_new_tokens": int(max_new_tokens),
-            "seed": int(seed),
-        }
+            self._analyse(text)
+        limit = check_timeout(GENERATE, self.processes.limits)
+        asked = {"timeout": limit, "text": text, "max_new_tokens": max_new_tokens, "seed": seed, "kwargs": kwargs}
         data = play_entry(self._new_directory("generate"), self.reference, self.verified)
-        data = with_request(data, GENERATE, [], asked | {"kwargs": kwargs}, {"tokenizer": self.tokenizer})
+        data = with_request(data, GENERATE, [], asked, {"tokenizer": self.tokenizer})
         labels = [label for label in self.stood_in or {} if label in get_args(wire.StandInPart)]
         outcome, stopped = run_one(self.lane, self.package, GENERATE, data, labels)
-        theirs = self.gpt2.ask(
-            "generate", text=text, max_new_tokens=int(max_new_tokens), seed=int(seed), settings=kwargs
-        )
+        theirs = self.gpt2.ask("generate", text=text, max_new_tokens=max_new_tokens, seed=seed, settings=kwargs)
         return {"yours": yours_generated(outcome), "gpt2": theirs, "error": error_of(outcome, stopped)}
 
 
