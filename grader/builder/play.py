@@ -147,13 +147,27 @@ def lens_cells(ref: Reference, p, ids) -> list[list[dict]]:
     ]
 
 
+class CachedModel:
+    """GPT-2 as a sampler calls it, (1, posn) -> logits whose last position predicts the next token, fed only the
+    positions it has not seen yet (transformer_lens's key-value cache, `Reference.incremental_logits`)."""
+
+    def __init__(self, ref: Reference):
+        self.cfg, self.step, self.seen = ref.model.cfg, ref.incremental_logits(), 0
+
+    def __call__(self, tokens):
+        ids = tokens[0].tolist()
+        logits = self.step(ids[self.seen :])
+        self.seen = len(ids)
+        return logits[None, None]
+
+
 def generate(ref: Reference, request: dict) -> dict:
-    """GPT-2's continuation by the grader's own sampler, seeded once as the learner's is."""
+    """GPT-2's continuation by the grader's own sampler, seeded once as the learner's is, on GPT-2's key-value cache."""
     import torch
 
     from grader.learner.drivers.stand_in_parts import TransformerSampler
 
-    sampler = TransformerSampler(ref.model, ref.tokenizer)
+    sampler = TransformerSampler(CachedModel(ref), ref.tokenizer)
     torch.manual_seed(request["seed"])
     start = time.perf_counter()
     text = sampler.sample(request["text"], request["max_new_tokens"], **request["settings"])

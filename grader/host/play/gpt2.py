@@ -40,12 +40,19 @@ class Gpt2Process:
         self._answer()  # {"ready": true}, once GPT-2 is loaded
 
     def ask(self, op: str, **fields) -> dict:
+        self.send(op, **fields)
+        return self.receive(op)
+
+    def send(self, op: str, **fields) -> None:
+        """A request, whose answer `receive` waits for: GPT-2 works on it meanwhile."""
         assert self.process.stdin is not None
         try:
             self.process.stdin.write(json.dumps({"op": op, **fields}) + "\n")
             self.process.stdin.flush()
         except OSError:
             raise Gpt2Unavailable("GPT-2's process has ended") from None
+
+    def receive(self, op: str) -> dict:
         answer = self._answer()
         if "failed" in answer:
             raise Gpt2Unavailable(f"GPT-2's process could not {op} this text: {answer['failed']}")

@@ -203,8 +203,10 @@ class Playground:
         data = play_entry(self._new_directory("generate"), self.reference, self.verified)
         data = with_request(data, GENERATE, [], asked, {"tokenizer": self.tokenizer})
         labels = [label for label in self.stood_in or {} if label in get_args(wire.StandInPart)]
+        # GPT-2 continues the text while the learner's sampler does, in a process of its own
+        self.gpt2.send("generate", text=text, max_new_tokens=max_new_tokens, seed=seed, settings=kwargs)
         outcome, stopped = run_one(self.lane, self.package, GENERATE, data, labels)
-        theirs = self.gpt2.ask("generate", text=text, max_new_tokens=max_new_tokens, seed=seed, settings=kwargs)
+        theirs = self.gpt2.receive("generate")
         return {"yours": yours_generated(outcome), "gpt2": theirs, "error": error_of(outcome, stopped)}
 
 
