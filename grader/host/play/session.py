@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -70,7 +72,7 @@ class Playground:
         self.timeout = processes.limits.timeout
         self.verified: dict = {}  # the reference's weights, hashed once a session (`entry.play_entry`)
         self.directory = tempfile.TemporaryDirectory(prefix="gpt2-play-")
-        self.numbers = itertools.count()
+        self.numbers, self.last = itertools.count(), {}
         self.vocabulary = reference.vocabulary()
         self.tokenizer = text_array(gpt2.ask("tokenizer")["tokenizer"])
         self.stood_in: dict[str, str] | None = None  # the last text's: part label -> module
@@ -97,9 +99,12 @@ class Playground:
         self.directory.cleanup()
 
     def _new_directory(self, kind: str) -> Path:
-        directory = Path(self.directory.name) / f"{kind}-{next(self.numbers)}"
-        directory.mkdir()
-        return directory
+        """A directory for one request's files, the last request's of this kind removed (16 MB an analysis)."""
+        if kind in self.last:
+            shutil.rmtree(self.last[kind], ignore_errors=True)
+        self.last[kind] = Path(self.directory.name) / f"{kind}-{next(self.numbers)}"
+        self.last[kind].mkdir()
+        return self.last[kind]
 
     # --- analyse ---------------------------------------------------------------------------------------------
 
@@ -220,8 +225,6 @@ def answered(outcome: Outcome) -> bool:
 
 def yours_inside(outcome: Outcome) -> dict:
     """What the inside driver sent back: the logits, and its captures by name (`formats.PLAY_INSIDE`)."""
-    import json
-
     found = {name: outcome.outputs[wire.CAPTURE.format(case=PLAY, i=i)] for i, name in enumerate(PLAY_INSIDE)}
     found["stood_in"] = json.loads(tensor_text(found["stood_in"]))
     return found | {"logits": outcome.outputs[wire.OUTPUT.format(case=PLAY)]}
