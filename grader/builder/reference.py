@@ -160,7 +160,6 @@ def write_entry(ref: Reference, out: Path, progress, check_ids: set[str] | None 
     from safetensors.torch import save_file
 
     from grader.checks import registry
-    from grader.shared import wire
     from grader.shared.entry import entry_digests
 
     expected, cases_meta, held = {}, {}, {}
@@ -170,31 +169,7 @@ def write_entry(ref: Reference, out: Path, progress, check_ids: set[str] | None 
         progress(f"computing GPT-2's outputs for {check.id}", 0.3 + 0.6 * number / len(checks))
         if number and check.part != checks[number - 1].part:
             ref.activations.cache_clear()  # a part's activations (hundreds of MB for the long cases) go with it
-        inputs, answers_of_check, cases_meta[check.id] = {}, {}, []
-        for case in check.cases(ref):
-            for i, arg in enumerate(case.args):
-                inputs[wire.ARG.format(case=case.name, i=i)] = arg
-            for param, value in case.overrides.items():
-                inputs[wire.OVERRIDE.format(case=case.name, parameter=param)] = value
-            for name, value in case.extra.items():
-                inputs[wire.EXTRA.format(case=case.name, name=name)] = value
-            answers = {case.name: case.expected}
-            answers |= {wire.STEP.format(case=case.name, label=label): value for label, value in case.steps.items()}
-            answers |= {
-                wire.MISTAKE.format(case=case.name, i=i): value for i, value in enumerate(case.mistakes.values())
-            }
-            answers_of_check |= {wire.EXPECTED.format(check=check.id, case=name): v for name, v in answers.items()}
-            spec = wire.CaseSpec(
-                case.name,
-                len(case.args),
-                case.weights,
-                sorted(case.overrides),
-                case.hint,
-                list(case.steps),
-                list(case.mistakes),
-                case.config,
-            )
-            cases_meta[check.id].append(asdict(spec))
+        inputs, answers_of_check, cases_meta[check.id] = check_files(check.id, check.cases(ref))
         expected |= answers_of_check
         held[check.id] = Held(digests(inputs), digests(answers_of_check), maps_whole_gpt2(cases_meta[check.id]))
         save_file(contiguous(inputs), str(out / "inputs" / f"{check.id}.safetensors"))
@@ -220,6 +195,37 @@ def write_entry(ref: Reference, out: Path, progress, check_ids: set[str] | None 
         "digests": entry_digests(out),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def check_files(check_id: str, cases) -> tuple[dict, dict, list[dict]]:
+    """One check's cases as the entry holds them: its inputs (what the learner may see), its expected answers (the
+    outputs, steps and mistakes' outputs) and each case's spec for meta.json."""
+    from grader.shared import wire
+
+    inputs, answers_of_check, specs = {}, {}, []
+    for case in cases:
+        for i, arg in enumerate(case.args):
+            inputs[wire.ARG.format(case=case.name, i=i)] = arg
+        for param, value in case.overrides.items():
+            inputs[wire.OVERRIDE.format(case=case.name, parameter=param)] = value
+        for name, value in case.extra.items():
+            inputs[wire.EXTRA.format(case=case.name, name=name)] = value
+        answers = {case.name: case.expected}
+        answers |= {wire.STEP.format(case=case.name, label=label): value for label, value in case.steps.items()}
+        answers |= {wire.MISTAKE.format(case=case.name, i=i): value for i, value in enumerate(case.mistakes.values())}
+        answers_of_check |= {wire.EXPECTED.format(check=check_id, case=name): v for name, v in answers.items()}
+        spec = wire.CaseSpec(
+            case.name,
+            len(case.args),
+            case.weights,
+            sorted(case.overrides),
+            case.hint,
+            list(case.steps),
+            list(case.mistakes),
+            case.config,
+        )
+        specs.append(asdict(spec))
+    return inputs, answers_of_check, specs
 
 
 def loaded_weights(cases_meta: dict[str, list[dict]]) -> tuple[str, ...]:
@@ -303,6 +309,22 @@ def contiguous(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return result
 
 
+def prepared(kind: str, random_hub: Path | None, offline: bool, progress, seed: int = DEFAULT_INPUT_SEED) -> Reference:
+    """The reference loaded as every builder process loads it: offline where asked or random, the random model
+    written first where its cache is not complete."""
+    # Both are read when huggingface_hub is first imported, which happens only below.
+    if kind == "random":
+        os.environ["HF_HUB_CACHE"] = str(random_hub)
+    if offline or kind == "random":
+        os.environ["HF_HUB_OFFLINE"] = "1"
+    if kind == "random" and not random_hub_is_complete(random_hub):
+        progress("writing a seeded random GPT-2 small as a local model cache", 0.0)
+        write_random_hub(random_hub)
+    progress(f"loading {kind} with transformer_lens", 0.1)
+    with collection_paused():  # transformer_lens's import, the model's modules: all alive to the end
+        return load(kind, seed)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build one reference cache entry (run by the grader).")
     parser.add_argument("--kind", choices=("gpt2", "random"), required=True)
@@ -316,17 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     def progress(message: str, fraction: float) -> None:
         print(f"{PROGRESS_PREFIX}{fraction:.3f} {message}", file=sys.stderr, flush=True)
 
-    # Both are read when huggingface_hub is first imported, which happens only below.
-    if args.kind == "random":
-        os.environ["HF_HUB_CACHE"] = str(args.random_hub)
-    if args.offline or args.kind == "random":
-        os.environ["HF_HUB_OFFLINE"] = "1"
-    if args.kind == "random" and not random_hub_is_complete(args.random_hub):
-        progress("writing a seeded random GPT-2 small as a local model cache", 0.0)
-        write_random_hub(args.random_hub)
-    progress(f"loading {args.kind} with transformer_lens", 0.1)
-    with collection_paused():  # transformer_lens's import, the model's modules: all alive to the end
-        ref = load(args.kind, args.seed)
+    ref = prepared(args.kind, args.random_hub, args.offline, progress, args.seed)
     write_entry(ref, args.out, progress, set(args.checks.split(",")) if args.checks else None)
     return 0
 

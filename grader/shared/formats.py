@@ -59,3 +59,8 @@ PARAMETER_NAMES = (  # the tiny Transformer's parameters, named as GPT-2's: make
     "unembed.W_U",
     "unembed.b_U",
 )
+
+# The playground's drivers (learner.drivers.play) and the grader's side (host.play): what `inside` leaves as its
+# captures, in order; the file its stacks go to shortly before its time is up (at that fraction), for a loop's line.
+PLAY_INSIDE = ("patterns", "lens_p", "lens_ids", "stood_in")
+PLAY_STACKS, PLAY_STACKS_AT = "play-stacks.txt", 0.9
