@@ -34,7 +34,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "# What a push costs"
-PARTS = {"Part 1 (`grade model`, 10 checks)": ["model"], "the whole course (52 checks)": []}
+PARTS = {"Part 1 (`--assignment part1`, 10 checks)": ["--assignment", "part1"], "the whole course (52 checks)": []}
 
 
 def timed(command: list[str], env: dict, cwd: Path | None = None) -> tuple[float, float]:
