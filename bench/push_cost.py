@@ -6,7 +6,7 @@ Each round runs, in turn: the floor (`python -c "import torch"` in the bare envi
 into a new environment; then for each bundle (`--bundle NAME=GRADER_SRC`, the autograder bundle's grader-src/, e.g.
 one made before and one after a change) its install into a new environment as its autograder.py runs it
 (`python -m grader.host.tools.setup`, with `--grading` where the bundle's setup has it), then, in that environment
-and each with the floor again before it, Part 1's checks (`grade model`) from an empty cache, the same again warm
+and each with the floor again before it, Part 1 (`grade --assignment part1`) from an empty cache, the same again warm
 (the checks alone), and the whole course from another empty cache, and warm. A cold grading's reference is its time
 less the warm grading's. The first grading after an install pays for compiling what it imports, as the autograder's
 does. Medians over the rounds; ratios to the medians of the floor and of the bare install.
@@ -34,7 +34,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "# What a push costs"
-PARTS = {"Part 1 (`grade model`, 10 checks)": ["model"], "the whole course (52 checks)": []}
+PARTS = {"Part 1 (`--assignment part1`, 10 checks)": ["--assignment", "part1"], "the whole course (52 checks)": []}
 
 
 def timed(command: list[str], env: dict, cwd: Path | None = None) -> tuple[float, float]:

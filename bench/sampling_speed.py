@@ -24,9 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from grader.builder.interface import PROMPT  # noqa: E402
-from grader.builder.reference import offline_tokenizer, random_hub_snapshot  # noqa: E402
+from grader.builder.reference import offline_tokenizer, random_config, random_gpt2  # noqa: E402
 from grader.host.refcache import ensure_reference  # noqa: E402
-from grader.shared.paths import cache_root  # noqa: E402
 from solutions.config import Config  # noqa: E402
 from solutions.kv_cache import CachedTransformer, CachedTransformerSampler  # noqa: E402
 from solutions.sampling import TransformerSampler  # noqa: E402
@@ -43,8 +42,8 @@ def solution_model(cls, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
 def transformers_model(kind: str):
     from transformers import GPT2LMHeadModel
 
-    source = "gpt2" if kind == "gpt2" else random_hub_snapshot(cache_root() / "random-hub")
-    return GPT2LMHeadModel.from_pretrained(source).eval()
+    model = GPT2LMHeadModel.from_pretrained("gpt2") if kind == "gpt2" else random_gpt2(random_config())
+    return model.eval()
 
 
 def median_seconds(generate, repeats: int) -> float:

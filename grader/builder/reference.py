@@ -6,8 +6,9 @@ never imports transformer_lens or transformers.
 
 Two kinds of reference, both loaded by `HookedTransformer.from_pretrained_no_processing("gpt2")`:
 - "gpt2": the released weights, from the Hugging Face cache or the hub;
-- "random": a seeded random model of GPT-2 small's exact shape, written as a local Hugging Face
-  cache and loaded through the same code, for machines that cannot reach the hub.
+- "random": a seeded random model of GPT-2 small's exact shape, for machines that cannot reach the hub: drawn in the
+  builder's process and handed to the same loader (`hf_model`), its config and tokenizer read from a local Hugging Face
+  cache (its weights are written once, into the entry, not into that cache as well).
 
 This module is the builder's process: the random model written, the reference loaded, the entry written. What the
 checks' case builders call on the loaded reference, `Reference`, is in `grader.builder.interface`.
@@ -47,7 +48,8 @@ def random_hub_snapshot(hub: Path) -> Path:
 
 def random_model_recipe() -> str:
     """The commit name of the random model's local snapshot: a hash of how its weights are drawn, so that a cache
-    holding a model drawn otherwise (by an earlier grader) is written again, not loaded."""
+    holding a model drawn otherwise (by an earlier grader) is written again, not loaded (`write_random_hub`'s
+    `weights`: the tests' stand-in for GPT-2's download)."""
     import inspect
 
     drawn = inspect.getsource(random_gpt2) + inspect.getsource(weight_std)
@@ -57,27 +59,36 @@ def random_model_recipe() -> str:
 
 def random_hub_is_complete(hub: Path) -> bool:
     snapshot = random_hub_snapshot(hub)
-    return all((snapshot / name).is_file() for name in ("config.json", "model.safetensors", "tokenizer.json"))
+    return all((snapshot / name).is_file() for name in ("config.json", "tokenizer.json"))
 
 
-def write_random_hub(hub: Path) -> None:
-    """A Hugging Face cache holding a seeded random GPT-2 small, written atomically."""
-    import tempfile
-
+def random_config():
+    """GPT-2 small's config, as its Hugging Face cache holds it (transformer_lens reads its architecture there)."""
     from transformers import GPT2Config
+
+    return GPT2Config(n_ctx=1024, architectures=["GPT2LMHeadModel"])
+
+
+def write_random_hub(hub: Path, weights: bool = False) -> None:
+    """A Hugging Face cache of the seeded random GPT-2 small, written atomically: its config and tokenizer, which the
+    random reference loads from it; with `weights`, its weights as well, a complete model cache that
+    `from_pretrained("gpt2")` loads as it would the download."""
+    import shutil
+    import tempfile
 
     hub.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=hub, prefix=".staging-"))
     snapshot = random_hub_snapshot(staging)
     snapshot.mkdir(parents=True)
-    random_gpt2(GPT2Config(n_ctx=1024)).save_pretrained(snapshot)
+    if weights:
+        random_gpt2(random_config()).save_pretrained(snapshot)
+    else:
+        random_config().save_pretrained(snapshot)
     offline_tokenizer().save_pretrained(snapshot)
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text(snapshot.name)
     target = hub / f"models--{MODEL_NAME}"
     if target.exists():
-        import shutil
-
         shutil.rmtree(target)
     (staging / f"models--{MODEL_NAME}").rename(target)
     staging.rmdir()
@@ -135,7 +146,8 @@ def load(kind: str, seed: int = DEFAULT_INPUT_SEED) -> Reference:
     import torch
     from transformer_lens import HookedTransformer
 
-    model = HookedTransformer.from_pretrained_no_processing(MODEL_NAME, device="cpu")
+    drawn = random_gpt2(random_config()) if kind == "random" else None
+    model = HookedTransformer.from_pretrained_no_processing(MODEL_NAME, device="cpu", hf_model=drawn)
     model.eval()
     # transformer_lens's Unembed copies W_U transposed at every call (154 MB); W_U held as the transpose of a
     # contiguous matrix makes that copy free: the same values, in the layout of Hugging Face's lm_head.
@@ -318,9 +330,15 @@ def prepared(kind: str, random_hub: Path | None, offline: bool, progress, seed: 
     if offline or kind == "random":
         os.environ["HF_HUB_OFFLINE"] = "1"
     if kind == "random" and not random_hub_is_complete(random_hub):
-        progress("writing a seeded random GPT-2 small as a local model cache", 0.0)
+        progress("writing the random GPT-2 small's config and tokenizer as a local model cache", 0.0)
         write_random_hub(random_hub)
     progress(f"loading {kind} with transformer_lens", 0.1)
+    import torch
+
+    # One thread, as in the checks (grader.learner.cases): the same sums in the same order on any machine. And where
+    # the cores are shared, a second thread makes each of the reference's many small operations wait for it to be
+    # scheduled: Part 1's reference took four times as long on two (bench/results.md, "What a push costs").
+    torch.set_num_threads(1)
     with collection_paused():  # transformer_lens's import, the model's modules: all alive to the end
         return load(kind, seed)
 

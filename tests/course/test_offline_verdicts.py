@@ -184,7 +184,8 @@ def test_composing_follows_what_each_check_uses():
 
 def test_a_random_model_drawn_by_another_recipe_is_drawn_again(tmp_path):
     """A cache written by an earlier grader holds the random model it drew: its snapshot is not this recipe's, so the
-    builder writes the model again rather than load it."""
+    builder writes the model's config and tokenizer again (and the tests' stand-in for GPT-2's download its weights)
+    rather than read that one."""
     from grader.builder.reference import random_hub_is_complete, random_hub_snapshot
 
     def written(snapshot):

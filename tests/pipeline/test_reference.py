@@ -34,11 +34,23 @@ def test_random_reference_has_no_identity_parameters(reference):
             assert not (tensor == 1).all(), f"{name} is all ones"
 
 
+def test_the_random_models_weights_are_written_once_into_the_entry(reference):
+    """The random model is drawn in the builder and handed to transformer_lens: its local model cache holds the config
+    and the tokenizer the loader reads, not a second copy of its weights."""
+    from grader.builder.reference import random_hub_is_complete
+
+    hub = reference.directory.parent / "random-hub"
+    assert random_hub_is_complete(hub)
+    assert not list(hub.rglob("*.safetensors")) and not list(hub.rglob("*.bin"))
+
+
 @pytest.mark.slow
 def test_real_loading_path_from_a_local_model_cache(reference, tmp_path):
     """`from_pretrained_no_processing("gpt2")` served from a Hugging Face cache built on this machine."""
-    hub = os.path.join(os.environ["GPT2_GRADER_CACHE"], "random-hub")
-    env = {"HF_HUB_CACHE": hub, "GPT2_GRADER_CACHE": str(tmp_path / "cache")}
+    from grader.builder.reference import write_random_hub
+
+    write_random_hub(tmp_path / "hub", weights=True)
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "GPT2_GRADER_CACHE": str(tmp_path / "cache")}
     auto = run_grade("--solutions", "--json", str(tmp_path / "auto.json"), env=env)
     assert auto.returncode == 0, auto.stdout + auto.stderr
     report = json.loads((tmp_path / "auto.json").read_text())

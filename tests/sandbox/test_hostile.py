@@ -203,8 +203,10 @@ def test_unwritable_cache_still_grades(reference, tmp_path):
 
 
 def corrupt_hf_cache(root: Path) -> Path:
+    from grader.builder.reference import write_random_hub
+
     hub = root / "hub"
-    shutil.copytree(Path(os.environ["GPT2_GRADER_CACHE"]) / "random-hub", hub)
+    write_random_hub(hub, weights=True)
     weights = next(hub.glob("models--gpt2/snapshots/*/model.safetensors"))
     weights.write_bytes(weights.read_bytes()[:1000])
     return hub
