@@ -200,7 +200,7 @@ def test_the_named_mistake_is_in_the_json(graded, variant):
     data = json.loads(json_render.render(alone(check)))
     jsonschema.validate(data, schema("report.schema.json"))
     (written,) = data["checks"]
-    assert fragment in written["hint"] and written["next_step"] == f"most likely: {written['hint']}"
+    assert fragment in written["mistake"] and written["next_step"] == f"most likely: {written['mistake']}"
     assert written["divergence"] == check.divergence and written["message"] == check.message
 
 

@@ -69,7 +69,7 @@ def graded_class(tmp_path_factory, reference):
 
     def hint(learner: str, check: str) -> str:
         result = json.loads((root / "grades-results" / f"{learner}.json").read_text())
-        return next(c["hint"] for c in result["report"]["checks"] if c["id"] == check)
+        return next(c["mistake"] for c in result["report"]["checks"] if c["id"] == check)
 
     unbiased, unscaled = hint("cam", "layernorm"), hint("eli", "attention")
     assert unbiased and unbiased == hint("dot", "layernorm") and unscaled  # the same mistake, named each time

@@ -392,7 +392,7 @@ def test_the_recorded_grade_is_what_the_exercise_cells_earn_whatever_the_other_c
         assert row == {
             "student": student,
             **{check["id"]: check["status"] for check in report["checks"]},
-            **{f"{check['id']} points": str(check["score"]) for check in report["checks"]},
+            **{f"{check['id']} points": str(check["points"]) for check in report["checks"]},
             "score": str(report["score"]),
             "max_score": str(report["max_score"]),
             "error": "",

@@ -27,12 +27,19 @@ INJECTED = "<img src=x onerror=alert(1)>"
 
 
 def report(*checks: tuple[str, str, str | None]) -> dict:
-    """A `grade --json` report: (id, status, hint) per check, a point each."""
+    """A `grade --json` report: (id, status, mistake) per check, a point each."""
     rows = [
-        {"id": id_, "status": status, "score": int(status == "pass"), "max_score": 1, "hint": hint, "summary": "s"}
-        for id_, status, hint in checks
+        {
+            "id": id_,
+            "status": status,
+            "points": int(status == "pass"),
+            "max_points": 1,
+            "mistake": mistake,
+            "title": "s",
+        }
+        for id_, status, mistake in checks
     ]
-    score = sum(row["score"] for row in rows)
+    score = sum(row["points"] for row in rows)
     return {"reference": "random", "package": "p", "score": score, "max_score": len(rows), "checks": rows}
 
 
@@ -89,9 +96,9 @@ def test_a_bare_report_is_named_by_its_file(tmp_path):
 def test_gradescopes_results_by_extra_data_or_else_by_the_tests_name(tmp_path):
     newer = {"score": 1, "tests": [
         {"name": "embed: x", "score": 0, "max_score": 1, "status": "failed",
-         "extra_data": {"check": "embed", "status": "error", "mistake": None, "page": "docs/course/02-embed.md"}},
+         "extra_data": {"id": "embed", "status": "error", "mistake": None, "page": "docs/course/02-embed.md"}},
         {"name": "attention: y", "score": 0, "max_score": 3, "status": "failed",
-         "extra_data": {"check": "attention", "status": "fail", "mistake": UNSCALED, "page": None}},
+         "extra_data": {"id": "attention", "status": "fail", "mistake": UNSCALED, "page": None}},
     ]}  # fmt: skip
     older = {"score": 1, "tests": [
         {"name": "embed: the embedding: a lookup", "score": 1, "max_score": 1, "status": "passed"},

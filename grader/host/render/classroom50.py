@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from grader.host.render.github import (
     under_actions,
 )
 from grader.host.render.markdown import paragraphs
-from grader.host.results import CheckResult, Report
+from grader.host.results import RECORD_VERSION, CheckResult, Report
 from grader.shared.paths import write_replacing
 
 SCHEMA = "classroom50/result/v1"
@@ -53,20 +54,17 @@ def now() -> str:
 
 
 def test(check: CheckResult, report: Report, workspace: Path) -> dict:
-    """One check as a Classroom 50 test: the four fields it requires, then what the grader said (kept verbatim)."""
+    """One check as a Classroom 50 test: the four fields its runner requires, then the check's record (the one mapping
+    of the record to this format: its file named from the repository's root, as the runner's links are)."""
+    record = asdict(check.record(report.assignment))
     return {
-        "test-name": check.id,
-        "passed": check.status == "pass",
-        "score": check.score,
-        "max-score": check.max_score,
-        "status": check.status,
-        "summary": check.summary,
-        "message": "\n".join(check.diagnosis()),
-        "mistake": check.hint,
-        "page": check.page,
+        "test-name": record["id"],
+        "passed": record["status"] == "pass",
+        "score": record["points"],
+        "max-score": record["max_points"],
+        **record,
         "file": learner_file(report, check, workspace),
-        "line": check.line,
-        "assignment": report.assignment,  # the course's (assignments.toml); the result's own is Classroom 50's
+        "record_version": RECORD_VERSION,
     }
 
 

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TextIO
 
 from grader.host.render import Emit, Say
-from grader.host.render.markdown import literal, paragraphs
+from grader.host.render.markdown import paragraphs, with_code_spans
 from grader.host.render.text import fallback_banner
 from grader.host.results import CheckResult, Report
 
 FAILING = ("fail", "error", "timeout")
 SUMMARY_BYTES = 1_000_000  # GitHub refuses a step summary over 1 MiB
+COLUMNS = ("id", "status", "points", "message")  # the summary table's, named as the check's record names them
 ICONS = {"pass": "✅", "fail": "❌", "todo": "📝", "error": "💥", "timeout": "⏱️"}
 
 
@@ -83,22 +84,24 @@ def heading(report: Report) -> list[str]:
     return [
         f"## {report.title()}: {report.score}/{report.max_score} points",
         "",
-        *([f"> {literal(banner)}", ""] if banner else []),
+        *([f"> {with_code_spans(banner)}", ""] if banner else []),
     ]
 
 
 def table(report: Report, limit: int, pages: str) -> list[str]:
-    """One Markdown table row per check, each row's feedback shortened to keep the whole under `limit` bytes; a
-    failing check's id links to its page of the course, below `pages` (`pages_url`)."""
+    """One Markdown table row per check, its columns the record's fields of `COLUMNS`, each row's message (all the
+    grader said) shortened to keep the whole under `limit` bytes; a failing check's id links to its page of the
+    course, below `pages` (`pages_url`)."""
     share = max(200, limit // max(1, len(report.checks)) - 200)
     rows = [
-        f"| {check_cell(c, pages)} | {ICONS[c.status]} {c.status} | {c.score}/{c.max_score} "
-        f"| {shorten('<br>'.join(paragraphs(c)), share)} |"
-        for c in report.checks
+        f"| {check_cell(check, pages)} | {ICONS[record.status]} {record.status} | {record.points}/{record.max_points} "
+        f"| {shorten('<br>'.join(paragraphs(check)), share)} |"
+        for check, record in zip(report.checks, report.records(), strict=True)
     ]
     linked = any(c.page_to_read for c in report.checks)
     read = ["", "A failing check's name links to its page of the course: what it computes, its shapes, its traps."]
-    return ["| check | status | points | feedback |", "| --- | --- | --- | --- |", *rows, *(read if linked else [])]
+    header = [f"| {' | '.join(COLUMNS)} |", "| --- " * len(COLUMNS) + "|"]
+    return [*header, *rows, *(read if linked else [])]
 
 
 def summary(report: Report, limit: int = SUMMARY_BYTES, pages: str = "") -> str:

@@ -66,7 +66,7 @@ class Submission:
 
     @property
     def points(self) -> dict[str, int]:
-        return {check["id"]: check["score"] for check in (self.report or {}).get("checks", [])}
+        return {check["id"]: check["points"] for check in (self.report or {}).get("checks", [])}
 
     @property
     def score(self) -> int:

@@ -100,7 +100,7 @@ class Strict(BaseModel):
 class GradedCheck(Strict):  # one check of `grade --json`
     id: Line
     status: CheckStatus
-    hint: Line | None = None
+    mistake: Line | None = None
     page: Line | None = None
 
 
@@ -119,7 +119,7 @@ class BatchResult(Strict):  # grades-results/NAME.json
 
 
 class GradescopeData(Strict):  # a test's extra_data
-    check: Line
+    id: Line
     status: CheckStatus
     mistake: Line | None = None
     page: Line | None = None
@@ -191,7 +191,7 @@ class Reading:
 
 
 def from_report(name: str, report: GradeReport, path: Path) -> Learner:
-    verdicts = ((check.id, check.status, check.hint, check.page) for check in report.checks)
+    verdicts = ((check.id, check.status, check.mistake, check.page) for check in report.checks)
     return learner(name, verdicts, report.score, report.max_score, path)
 
 
@@ -215,7 +215,7 @@ def read_gradescope(data: object, reading: Reading) -> list[Learner]:
     """Learner: the folder the file is in. A test without extra_data (an older file): its id before the first ': '."""
     results = validated(GradescopeResults, data, "a Gradescope results.json")
     verdicts = [
-        (test.extra_data.check, test.extra_data.status, test.extra_data.mistake, test.extra_data.page)
+        (test.extra_data.id, test.extra_data.status, test.extra_data.mistake, test.extra_data.page)
         if test.extra_data
         else (test.name.partition(": ")[0], "pass" if test.status == "passed" else "fail", None, None)
         for test in results.tests
