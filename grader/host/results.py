@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Literal, get_args
 
 from grader.host.course import page_of
@@ -208,6 +210,31 @@ class Report:
             "record_version": RECORD_VERSION,
             "checks": [c.to_dict(self.assignment) for c in self.checks],
         }
+
+
+class NeedsAssignment(Exception):
+    """A file holds several assignments and none was asked for: the message names them."""
+
+
+Where = tuple[str | int, ...]  # keys and list indexes, from the outside in
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    """How the class view (grader.host.tools.classview.inputs) reads a format's records back, declared by the format's
+    writer beside what it writes: which files are its, and where a learner's fields are in one of its entries."""
+
+    what: str  # the format, as a skipped file's line names it: "a Gradescope results.json"
+    claims: Callable[[object], bool]  # whether a file's data (parsed JSON, or a CSV's rows) is this format
+    # Where each of a learner's fields is in an entry: name, score, max_score, records (the list of check records),
+    # ungraded (why no records), flag (why the grade is in doubt). A field left out takes its default.
+    fields: Mapping[str, Where]
+    record_at: Where = ()  # where the record is inside each item of `records` (Gradescope's extra_data)
+    # A file of many learners: each entry, labelled for a skipped line ("entry 2 of part1"); an entry may be an
+    # exception, which skips it with its message. None: the whole file is one learner's.
+    entries: Callable[[object, str | None], list[tuple[str, object]]] | None = None
+    name_from: Callable[[Path], str] | None = None  # the learner's name from the file's path, where no field holds it
+    no_records: str = "no statuses"  # why a learner with no records was not graded, where the entry says nothing
 
 
 def finite_or_none(value: float | None) -> float | None:

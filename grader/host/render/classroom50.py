@@ -33,10 +33,11 @@ from grader.host.render.github import (
     under_actions,
 )
 from grader.host.render.markdown import paragraphs
-from grader.host.results import RECORD_VERSION, CheckResult, Report
+from grader.host.results import RECORD_VERSION, CheckResult, NeedsAssignment, ReadBack, Report
 from grader.shared.paths import write_replacing
 
 SCHEMA = "classroom50/result/v1"
+SCORES_SCHEMA = "classroom50/scores/v1"  # what `gh teacher scores` collects: each entry's result.json, newest first
 # What the runner sets that the result must repeat: its own validator refuses a result whose identity differs.
 RUNNER_VARIABLES = ("CLASSROOM", "ASSIGNMENT", "SUBMISSION_TAG", "COMMIT_URL", "RELEASE_URL")
 RELEASE_BODY_BYTES = 100_000  # GitHub refuses release notes over 125,000 characters
@@ -192,3 +193,45 @@ def emitter(chosen: dict, say: Say) -> Emit:
             say(problem)
 
     return emit
+
+
+def scores_entries(data: dict, assignment: str | None) -> list[tuple[str, object]]:
+    """A scores.json's entries of the assignment asked for (or of its only one), each labelled."""
+    assignments = data.get("assignments")
+    if not isinstance(assignments, dict):
+        raise ValueError("a Classroom 50 scores.json is malformed (assignments: not an object)")
+    slug = chosen_assignment(list(assignments), assignment)
+    entries = assignments[slug].get("entries") if isinstance(assignments[slug], dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"a Classroom 50 scores.json is malformed ({slug}.entries: not a list)")
+    return [(f"entry {number} of {slug}", entry) for number, entry in enumerate(entries, 1)]
+
+
+def chosen_assignment(slugs: list[str], asked: str | None) -> str:
+    held = ", ".join(slugs)
+    if asked is not None and asked not in slugs:
+        raise ValueError(f"no assignment {asked} (it holds: {held or 'none'})")
+    if asked is None and len(slugs) != 1:
+        if not slugs:
+            raise ValueError("it holds no assignment")
+        raise NeedsAssignment(f"several assignments, pick one with --assignment: {held}")
+    return asked or slugs[0]
+
+
+# The class view reads each test's record back, from a result.json or from the newest submission of each of a
+# scores.json's entries (a learner with none is not graded).
+READ_BACK = ReadBack(
+    "a Classroom 50 result.json",
+    claims=lambda data: data.get("schema") == SCHEMA,
+    fields={"name": ("owner",), "score": ("score",), "max_score": ("max-score",), "records": ("tests",)},
+)
+SCORES_READ_BACK = ReadBack(
+    "a Classroom 50 scores.json",
+    claims=lambda data: data.get("schema") == SCORES_SCHEMA,
+    fields={
+        "name": ("owner",),
+        **{field: ("submissions", 0, *where) for field, where in READ_BACK.fields.items() if field != "name"},
+    },
+    entries=scores_entries,
+    no_records="no submission",
+)

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 from grader.host.render.markdown import paragraphs
 from grader.host.render.text import fallback_banner
-from grader.host.results import RECORD_VERSION, CheckResult, Report
+from grader.host.results import RECORD_VERSION, CheckResult, ReadBack, Report
 
 
 def output(check: CheckResult) -> str:
@@ -47,3 +47,13 @@ def results(report: Report) -> dict:
 
 def render(report: Report) -> str:
     return json.dumps(results(report), indent=2)
+
+
+# Gradescope's export: a folder per learner holding its results.json; each test's record is its extra_data.
+READ_BACK = ReadBack(
+    "a Gradescope results.json",
+    claims=lambda data: "tests" in data and "schema" not in data,
+    fields={"score": ("score",), "records": ("tests",)},
+    record_at=("extra_data",),
+    name_from=lambda path: path.resolve().parent.name,
+)

@@ -38,6 +38,7 @@ from grader.checks import UnknownCheck
 from grader.host.assignments import AssignmentError, add_option, chosen
 from grader.host.cli import add_timeout_option
 from grader.host.dependencies import UNFINISHED
+from grader.host.results import ReadBack
 from grader.host.tools.submission_copy import Refused, copy_exercises
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
@@ -277,6 +278,20 @@ def write_gradebook(path: Path, results: list[Submission], checks: Sequence, fir
             cells = [cell for check in checks for cell in (statuses.get(check.id, ""), points.get(check.id, 0))]
             row = [result.name, *cells, result.score, max_score, result.error]
             writer.writerow([spreadsheet_safe(cell) for cell in row])
+
+
+# A learner's result (grades-results/NAME.json): its `grade --json` report's records, the batch's score.
+RESULT_READ_BACK = ReadBack(
+    "a batch result",
+    claims=lambda data: "submission" in data and "schema" not in data,
+    fields={
+        "name": ("submission",),
+        "score": ("score",),
+        "max_score": ("max_score",),
+        "ungraded": ("error",),
+        "records": ("report", "checks"),
+    },
+)
 
 
 def parser() -> argparse.ArgumentParser:
