@@ -28,7 +28,10 @@ from test_render_formats import WORKSPACE, runner_command, schema
 from test_sampling import MISTAKES as SAMPLING_MISTAKES
 from test_training import MISTAKES as TRAINING_MISTAKES
 
-from grader.host.render import classroom50, github, gradescope, html, junit, text
+from grader.host.platforms.classroom50 import writer as classroom50
+from grader.host.platforms.github import writer as github
+from grader.host.platforms.gradescope import writer as gradescope
+from grader.host.render import html, junit, text
 from grader.host.render import json as json_render
 from grader.host.results import CheckResult, Report
 

@@ -11,14 +11,16 @@ from pathlib import Path
 import jsonschema
 from junitparser import JUnitXml, Properties
 from markdown_it import MarkdownIt
-from repo import REPO
+from test_render_formats import schema
 
-from grader.host.render import classroom50, github, gradescope, junit
+from grader.host.platforms.classroom50 import writer as classroom50
+from grader.host.platforms.github import writer as github
+from grader.host.platforms.gradescope import writer as gradescope
 from grader.host.render import json as json_format
+from grader.host.render import junit
 from grader.host.results import RECORD_FIELDS, RECORD_VERSION, CheckResult, Report
 from grader.host.tools.batch import Submission
 
-SCHEMAS = REPO / "grader" / "schemas"
 WORKSPACE = Path("/work/repo")
 RUNNER = {
     "CLASSROOM": "gpt2-course",
@@ -41,10 +43,6 @@ def report() -> Report:
     ]
     checks[1].hint = "the variance divides by N-1"
     return Report("random", str(WORKSPACE / "exercises"), checks, assignment="part1")
-
-
-def schema(name: str) -> dict:
-    return json.loads((SCHEMAS / name).read_text())
 
 
 def test_the_record_is_made_once_from_a_result_with_its_error_in_a_line_naming_the_place():

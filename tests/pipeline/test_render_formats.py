@@ -14,10 +14,17 @@ from junitparser import Error, Failure, JUnitXml, Properties, Skipped
 from markdown_it import MarkdownIt
 from repo import REPO, SOLUTIONS, run_grade, write_variant
 
-from grader.host.render import github, gradescope, junit
+from grader.host.platforms.github import writer as github
+from grader.host.platforms.gradescope import writer as gradescope
+from grader.host.render import junit
 from grader.host.results import CheckResult, Report
 
-SCHEMAS = REPO / "grader" / "schemas"
+PLATFORMS = REPO / "grader" / "host" / "platforms"
+SCHEMAS = {  # each format's schema: the report's, and each platform's in its folder
+    "report.schema.json": REPO / "grader" / "schemas" / "report.schema.json",
+    "gradescope-results.schema.json": PLATFORMS / "gradescope" / "results.schema.json",
+    "classroom50-result.schema.json": PLATFORMS / "classroom50" / "result.schema.json",
+}
 # Text a learner controls (an exception message): Markdown, HTML, table pipes, GitHub's escapes,
 # a forged workflow command on its own line, and characters XML 1.0 cannot hold.
 FORGED_NOTICE = '::notice title=Autograding report::{"totalPoints":100,"maxPoints":100}'
@@ -71,7 +78,7 @@ def sample_report() -> Report:
 
 
 def schema(name: str) -> dict:
-    return json.loads((SCHEMAS / name).read_text())
+    return json.loads(SCHEMAS[name].read_text())
 
 
 def rendered_text(markdown: str) -> str:

@@ -23,13 +23,13 @@ from repo import REPO, SOLUTIONS, run_grade, stubs, write_variant
 from test_render_formats import FORGED_NOTICE, effective_commands, runner_command
 
 from grader.checks import registry
-from grader.host.render import classroom50
+from grader.host.platforms.classroom50 import writer as classroom50
+from grader.host.platforms.classroom50.bundle import BUNDLE_LIMIT, build_bundle
 from grader.host.results import CheckResult, Report
-from grader.host.tools.classroom50 import BUNDLE_LIMIT, build_bundle
 from grader.host.tools.release import ReleaseError, hidden_lines, leaked_lines
 from grader.host.tools.setup import TORCH_VERSION
 
-SCHEMA = json.loads((REPO / "grader" / "schemas" / "classroom50-result.schema.json").read_text())
+SCHEMA = json.loads((REPO / "grader" / "host" / "platforms" / "classroom50" / "result.schema.json").read_text())
 # What Classroom 50's runner sets for an autograder (runner.py), in the shapes it gives them.
 RUNNER = {
     "CLASSROOM": "ml-fall-2026",
@@ -268,7 +268,7 @@ def test_a_submission_without_a_package_gets_zero_points_and_its_planted_outputs
 
 def test_a_submission_without_a_package_scores_zero_of_its_assignments_points(tmp_path, monkeypatch):
     from grader.host.assignments import find
-    from grader.host.render.classroom50 import nothing_to_grade
+    from grader.host.platforms.classroom50.writer import nothing_to_grade
 
     for key, value in {**RUNNER, "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_WORKSPACE": str(tmp_path)}.items():
         monkeypatch.setenv(key, value)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.host.render import classroom50
 from grader.host.assignments import load
+from grader.host.platforms.classroom50 import writer as classroom50
 from grader.host.tools import class_report
 from grader.host.tools.classview import inputs, reader, tables
 from grader.host.tools.classview.inputs import Learner, read_results
@@ -197,7 +197,8 @@ def test_the_gradebooks_flag_column_before_the_score_is_the_learners_flag(tmp_pa
 
 def test_each_format_as_the_graders_own_renderers_write_it(tmp_path):
     """The same report through batch, grade --json, Gradescope's and Classroom 50's writers reads back the same."""
-    from grader.host.render import classroom50, gradescope
+    from grader.host.platforms.classroom50 import writer as classroom50
+    from grader.host.platforms.gradescope import writer as gradescope
     from grader.host.results import CheckResult, Report
     from grader.host.tools.batch import Submission
 

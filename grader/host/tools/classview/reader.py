@@ -17,8 +17,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, AliasPath, BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from grader.host import platforms
 from grader.host.course import COURSE_DIR
-from grader.host.render import classroom50, gradescope
 from grader.host.render import json as report_json
 from grader.host.results import CheckStatus, ReadBack
 from grader.host.tools import batch, gradebook
@@ -27,9 +27,8 @@ from grader.shared.wire import clean_text, malformed
 MAX_FILE_BYTES = 64 * 2**20  # a collected scores.json of a large class; a forged file larger is refused unread
 TEXT_LIMIT = 500  # characters of one name, check id or mistake
 COURSE_PAGE = re.compile(rf"{COURSE_DIR}/[A-Za-z0-9_.-]+\.md")  # the only page an input may name: no link elsewhere
-# In the order asked: each claims a file by the keys it has and the others lack.
-JSON_FORMATS = (classroom50.SCORES_READ_BACK, classroom50.READ_BACK, batch.RESULT_READ_BACK)
-JSON_FORMATS += (report_json.READ_BACK, gradescope.READ_BACK)
+# The grader's own, then each platform's: each claims a file by the keys it has and the others lack.
+JSON_FORMATS = (batch.RESULT_READ_BACK, report_json.READ_BACK, *platforms.read_backs())
 NOT_CLAIMED = ("neither a JSON result nor a gradebook CSV", "JSON, but none of the results this command reads")
 
 

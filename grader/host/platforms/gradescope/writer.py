@@ -1,4 +1,4 @@
-"""The report as Gradescope's results.json (schema: grader/schemas/gradescope-results.schema.json)."""
+"""The report as Gradescope's results.json (schema: grader/host/platforms/gradescope/results.schema.json)."""
 
 from __future__ import annotations
 

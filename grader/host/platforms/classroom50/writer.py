@@ -2,7 +2,7 @@
 
 Classroom 50's runner runs the course's `autograder.py` with the learner's checkout as its working directory and
 its submission in environment variables (RUNNER_VARIABLES); it reads back `./result.json` (schema:
-grader/schemas/classroom50-result.schema.json), shows `./release-body.md` as the submission's release notes, and
+grader/host/platforms/classroom50/result.schema.json), shows `./release-body.md` as the submission's release notes, and
 posts `status` and `summary` from $GITHUB_OUTPUT as the commit's status. `result`, `release_body` and `outputs`
 are pure functions of a Report and that environment; `emitter` is how `grade --classroom50 DIR` calls them.
 """
@@ -18,22 +18,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.host.render import Emit, Say, Unusable
-from grader.host.render.github import (
-    FAILING,
-    ICONS,
+from grader.host.render.actions import (
     append_to,
-    check_cell,
-    heading,
     learner_file,
     pages_url,
     resume_commands,
-    shorten,
     stop_commands,
-    table,
     under_actions,
 )
-from grader.host.render.markdown import paragraphs
-from grader.host.results import RECORD_VERSION, CheckResult, NeedsAssignment, ReadBack, Report
+from grader.host.render.markdown import ICONS, check_cell, heading, paragraphs, shorten, table
+from grader.host.results import FAILING, RECORD_VERSION, CheckResult, NeedsAssignment, ReadBack, Report
 from grader.shared.paths import write_replacing
 
 SCHEMA = "classroom50/result/v1"
