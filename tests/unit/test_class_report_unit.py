@@ -184,6 +184,10 @@ def test_why_a_check_errored_or_timed_out_is_its_records_error_else_its_message(
     }
 
 
+def test_the_reader_is_one_short_module():
+    assert len(Path(reader.__file__).read_text().splitlines()) <= 150
+
+
 def test_the_gradebooks_flag_column_before_the_score_is_the_learners_flag(tmp_path):
     path = write(
         tmp_path / "grades.csv",

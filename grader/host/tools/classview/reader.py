@@ -1,8 +1,7 @@
 """The class view's one reader: a result file, recognised by its content (each format's `ReadBack`, beside its
-writer), read back into a `Learner` per learner through the checks' records. A learner can write anything into their
-own: read within a size limit, validated strictly (no number from a string, no NaN, no unknown status), each text
-kept cleaned, one line, bounded; what is wrong is skipped in one line naming its field, never its value: the file, or
-the one entry or row of a file of many learners."""
+writer), read back into a `Learner` per learner through the checks' records. A learner writes anything into their own:
+read within a size limit, validated strictly (no number from a string, no NaN, no unknown status), texts cleaned, one
+line, bounded; what is wrong is skipped in a line naming its field, never its value: the file, or the entry or row."""
 
 from __future__ import annotations
 
@@ -39,6 +38,7 @@ def one_line(text: str) -> str:
 
 Line = Annotated[str, AfterValidator(one_line)]
 Number = Annotated[float, Field(allow_inf_nan=False)]
+STRICT = ConfigDict(strict=True)
 # The record's fields the class view keeps, then a learner's: each (type, default; ... where it must be there).
 RECORD = {"id": (Line, ...), "status": (CheckStatus, ...), "mistake": (Line | None, None), "page": (Line | None, None)}
 RECORD |= {"message": (Line, ""), "error": (Line | None, None), "max_points": (Number, 0)}
@@ -66,20 +66,16 @@ class Learner:
         return bool(self.statuses)
 
 
+def placed(fields: dict, at: Callable[[str], tuple]) -> dict:
+    """Each field read from its place: `at(name)`, the keys and indexes to it."""
+    return {n: (kind, Field(given, validation_alias=AliasPath(*at(n)))) for n, (kind, given) in fields.items()}
+
+
 def model(format: ReadBack) -> type[BaseModel]:
     """What one entry of `format` must be: the learner's fields it maps, at their places, each record at its own."""
-
-    def at(declared: dict, where: Callable[[str], tuple]) -> dict:
-        return {
-            name: (kind, Field(default, validation_alias=AliasPath(*where(name))))
-            for name, (kind, default) in declared.items()
-        }
-
-    record = create_model(
-        "Record", __config__=ConfigDict(strict=True), **at(RECORD, lambda name: (*format.record_at, name))
-    )
+    record = create_model("Record", __config__=STRICT, **placed(RECORD, lambda name: (*format.record_at, name)))
     mapped = {name: LEARNER.get(name, (list[record], [])) for name in format.fields}
-    return create_model("Entry", __config__=ConfigDict(strict=True), **at(mapped, format.fields.__getitem__))
+    return create_model("Entry", __config__=STRICT, **placed(mapped, format.fields.__getitem__))
 
 
 def learner(entry: BaseModel, format: ReadBack, path: Path) -> Learner:
@@ -104,34 +100,25 @@ def learner(entry: BaseModel, format: ReadBack, path: Path) -> Learner:
 def read_entries(data: object, format: ReadBack, path: Path, assignment: str | None, warn) -> list[Learner]:
     """The file's learners: the file's one, else each entry's, one entry that is not right skipped alone."""
     entry_model, learners = model(format), []
-    if not format.entries:
-        return [learner(validated(entry_model, data, format.what), format, path)]
-    for label, entry in format.entries(data, assignment):
+    for label, entry in format.entries(data, assignment) if format.entries else [("", data)]:
         try:
             if isinstance(entry, Exception):  # the format's own reason, "2 cells where the header has 6"
                 raise entry
-            learners.append(learner(validated(entry_model, entry, "the entry"), format, path))
-        except ValueError as why:
-            warn(f"skipped {path}, {one_line(label)}: {one_line(str(why))}")
+            learners.append(learner(entry_model.model_validate(entry), format, path))
+        except ValueError as why:  # pydantic's ValidationError is one
+            said = malformed(label and "the entry" or format.what, why) if isinstance(why, ValidationError) else why
+            if not label:  # the file is the one learner
+                raise ValueError(said) from None
+            warn(f"skipped {path}, {one_line(label)}: {one_line(str(said))}")
     return learners
-
-
-def validated(entry_model: type[BaseModel], data: object, what: str) -> BaseModel:
-    try:
-        return entry_model.model_validate(data)
-    except ValidationError as error:
-        raise ValueError(malformed(what, error)) from None
 
 
 def text_of(path: Path) -> str:
     """The file's text: a regular file of at most MAX_FILE_BYTES, UTF-8 (with or without a byte-order mark)."""
-    try:
-        if not path.is_file():
-            raise ValueError("not a regular file" if path.exists() else "no such file")
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise ValueError(error.strerror or "cannot be read") from None
+    if not path.is_file():
+        raise ValueError("not a regular file" if path.exists() else "no such file")
+    with open(path, "rb") as handle:  # OSError: said by read_file
+        raw = handle.read(MAX_FILE_BYTES + 1)
     if len(raw) > MAX_FILE_BYTES:
         raise ValueError(f"over {MAX_FILE_BYTES:,} bytes")
     return raw.decode("utf-8-sig")  # UnicodeDecodeError: a ValueError, "not UTF-8 text"
@@ -142,10 +129,7 @@ def parsed(text: str) -> tuple[object, tuple[ReadBack, ...]]:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):  # not JSON (or nested past Python's parser): a gradebook, or nothing
-        try:
-            return list(csv.reader(io.StringIO(text))), (gradebook.READ_BACK,)
-        except csv.Error as error:
-            raise ValueError(f"neither JSON nor a readable CSV ({error})") from None
+        return list(csv.reader(io.StringIO(text))), (gradebook.READ_BACK,)  # csv.Error: said by read_file
     if not isinstance(data, dict):
         raise ValueError("JSON, but no object: not a result")
     return data, JSON_FORMATS
@@ -159,8 +143,8 @@ def read_file(path: Path, assignment: str | None, warn: Callable[[str], None]) -
         if format is None:
             raise ValueError(NOT_CLAIMED[isinstance(data, dict)])
         return read_entries(data, format, path, assignment, warn)
-    except UnicodeDecodeError:
-        warn(f"skipped {path}: not UTF-8 text")
-    except ValueError as why:
-        warn(f"skipped {path}: {one_line(str(why))}")
+    except OSError as error:
+        warn(f"skipped {path}: {one_line(error.strerror or 'cannot be read')}")
+    except (ValueError, csv.Error) as why:  # a UnicodeDecodeError is a ValueError
+        warn(f"skipped {path}: {'not UTF-8 text' if isinstance(why, UnicodeDecodeError) else one_line(str(why))}")
     return []
