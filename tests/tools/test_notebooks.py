@@ -280,7 +280,7 @@ def test_recording_a_learner_new_to_the_gradebook_warns_of_nothing(tmp_path, mon
                 grade_cell_id(check.id), notebooks[check.id], ASSIGNMENT, max_score=check.points, cell_type="code"
             )
     passed = [check for check in checks if check.part == "model"]
-    report = {"checks": [{"id": check.id, "status": "pass", "score": check.points} for check in passed]}
+    report = {"checks": [{"id": check.id, "status": "pass", "points": check.points} for check in passed]}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         write_gradebook(database, ASSIGNMENT, [Submission("ada", report)], checks)
