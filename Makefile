@@ -75,11 +75,11 @@ release: $(VENV)/.installed-instructor
 
 # Classroom 50's autograder bundle: commit the folder to the classroom50 repository as CLASSROOM/autograders/ASSIGNMENT/.
 classroom50: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.tools.classroom50 $(CLASSROOM50_DIR) $(ASSIGNED)
+	$(PY) -m grader.host.platforms.classroom50.bundle $(CLASSROOM50_DIR) $(ASSIGNED)
 
 # Gradescope's autograder zip: the learner repository with setup.sh and run_autograder.
 gradescope: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.tools.gradescope $(GRADESCOPE_ZIP) $(ASSIGNED)
+	$(PY) -m grader.host.platforms.gradescope.bundle $(GRADESCOPE_ZIP) $(ASSIGNED)
 
 notebooks: $(VENV)/.installed-instructor
 	$(PY) -m grader.host.tools.notebooks $(NOTEBOOKS_DIR)

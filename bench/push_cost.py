@@ -12,7 +12,7 @@ less the warm grading's. The first grading after an install pays for compiling w
 does. Medians over the rounds; ratios to the medians of the floor and of the bare install.
 
     .venv/bin/python -m pip wheel -w /tmp/wheels torch==2.13.0 setuptools wheel .    # the wheels, once
-    .venv/bin/python -m grader.host.tools.classroom50 /tmp/after                       # a bundle
+    .venv/bin/python -m grader.host.platforms.classroom50.bundle /tmp/after                       # a bundle
     .venv/bin/python bench/push_cost.py --wheels /tmp/wheels --bundle after=/tmp/after/grader-src [--rounds 3]
 
 It writes the raw seconds to `--json` after every measurement (a run cut short keeps what it had) and its section

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.host.limits import DEFAULT_MEMORY_LIMIT_GB, DEFAULT_TIMEOUT, DEVICES
-from grader.host.render import RENDERERS, Unusable
+from grader.host.platforms import RENDERERS
+from grader.host.render import Unusable
 from grader.shared.paths import REPO_ROOT, default_exercises
 
 if TYPE_CHECKING:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Literal, get_args
 
 from grader.host.course import page_of
@@ -12,6 +14,7 @@ from grader.host.course import page_of
 CheckStatus = Literal["pass", "fail", "todo", "error", "timeout"]
 STATUSES: tuple[CheckStatus, ...] = get_args(CheckStatus)
 FAILING: tuple[CheckStatus, ...] = ("fail", "error", "timeout")  # the statuses whose report names the course page
+STOPPED: tuple[CheckStatus, ...] = ("error", "timeout")  # the statuses of a check that stopped, each with a reason
 REFERENCE_NAMES = {"gpt2": "GPT-2", "random": "the random reference"}  # by Report.reference, as messages say
 
 
@@ -85,9 +88,70 @@ class CheckResult:
         """Where the check's error came from, when it names a line of the learner's."""
         return (self.file, self.line) if self.status == "error" and self.line is not None else None
 
-    def to_dict(self) -> dict:
-        fields = {key: value for key, value in asdict(self).items() if key != "figures"}
-        return {"score": self.score, **fields, "max_abs_diff": finite_or_none(self.max_abs_diff)}
+    def record(self, assignment: str | None) -> CheckRecord:
+        """The check as every output writes it: the one place a result's fields get the record's names."""
+        return CheckRecord(
+            id=self.id,
+            title=self.summary,
+            part=self.part,
+            assignment=assignment,
+            status=self.status,
+            points=self.score,
+            max_points=self.max_score,
+            mistake=self.hint,
+            message=self.message,
+            file=self.file,
+            line=self.line,
+            page=self.page,
+            error=self.error_reason,
+        )
+
+    @property
+    def error_reason(self) -> str | None:
+        """Why the check errored or timed out, in one line with the learner's line it came from; None otherwise."""
+        if self.status not in ("error", "timeout"):
+            return None
+        said = (self.message.splitlines() or [self.status])[0]
+        place = f"{self.file}:{self.line}"
+        return f"{said} at {place}" if self.line is not None and place not in said else said
+
+    def to_dict(self, assignment: str | None = None) -> dict:
+        """`grade --json`'s check: the record, then what only this format carries."""
+        recorded = {*RECORD_FIELDS, *RENAMED.values(), "figures"}
+        extra = {key: value for key, value in asdict(self).items() if key not in recorded}
+        return {**asdict(self.record(assignment)), **extra, "max_abs_diff": finite_or_none(self.max_abs_diff)}
+
+    @classmethod
+    def from_dict(cls, check: dict) -> CheckResult:
+        """The check `to_dict` wrote."""
+        known = {f.name for f in fields(cls)}
+        renamed = {RENAMED[key]: check[key] for key in RENAMED if key in check}
+        return cls(**{key: value for key, value in check.items() if key in known}, **renamed)
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """One check as every output writes it and the class view reads it back: the one spelling of each field."""
+
+    id: str
+    title: str  # what the check grades, in a line
+    part: str
+    assignment: str | None  # the course's assignment graded (assignments.toml), None: the checks named
+    status: CheckStatus
+    points: int
+    max_points: int
+    mistake: str | None  # the named mistake the output matches
+    message: str
+    file: str | None  # the learner's file, relative to the package
+    line: int | None
+    page: str | None  # the course page that covers the check
+    error: str | None  # why the check errored or timed out, one line; None when it did neither
+
+
+RECORD_FIELDS = tuple(f.name for f in fields(CheckRecord))
+RECORD_VERSION = 1  # the version of CheckRecord's fields, written beside the records in every format that keeps them
+# CheckResult's fields that the record names otherwise (by the result's name): every other field keeps its name.
+RENAMED = {"title": "summary", "max_points": "max_score", "mistake": "hint"}
 
 
 @dataclass
@@ -113,6 +177,9 @@ class Report:
     def max_score(self) -> int:
         return sum(c.max_score for c in self.checks)
 
+    def records(self) -> list[CheckRecord]:
+        return [check.record(self.assignment) for check in self.checks]
+
     @property
     def passed(self) -> bool:
         return all(c.status == "pass" for c in self.checks)
@@ -120,10 +187,7 @@ class Report:
     @classmethod
     def from_dict(cls, data: dict) -> Report:
         """The report `to_dict` (or `grade --json`) wrote."""
-        known = {f.name for f in fields(CheckResult)}
-        checks = [
-            CheckResult(**{key: value for key, value in check.items() if key in known}) for check in data["checks"]
-        ]
+        checks = [CheckResult.from_dict(check) for check in data["checks"]]
         return cls(
             data["reference"],
             data["package"],
@@ -144,8 +208,34 @@ class Report:
             "package": self.package,
             "score": self.score,
             "max_score": self.max_score,
-            "checks": [c.to_dict() for c in self.checks],
+            "record_version": RECORD_VERSION,
+            "checks": [c.to_dict(self.assignment) for c in self.checks],
         }
+
+
+class NeedsAssignment(Exception):
+    """A file holds several assignments and none was asked for: the message names them."""
+
+
+Where = tuple[str | int, ...]  # keys and list indexes, from the outside in
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    """How the class view (grader.host.tools.classview.reader) reads a format's records back, declared by the format's
+    writer beside what it writes: which files are its, and where a learner's fields are in one of its entries."""
+
+    what: str  # the format, as a skipped file's line names it: "a Gradescope results.json"
+    claims: Callable[[object], bool]  # whether a file's data (parsed JSON, or a CSV's rows) is this format
+    # Where each of a learner's fields is in an entry: name, score, max_score, records (the list of check records),
+    # ungraded (why no records), flag (why the grade is in doubt). A field left out takes its default.
+    fields: Mapping[str, Where]
+    record_at: Where = ()  # where the record is inside each item of `records` (Gradescope's extra_data)
+    # A file of many learners: each entry, labelled for a skipped line ("entry 2 of part1"); an entry may be an
+    # exception, which skips it with its message. None: the whole file is one learner's.
+    entries: Callable[[object, str | None], list[tuple[str, object]]] | None = None
+    name_from: Callable[[Path], str] | None = None  # the learner's name from the file's path, where no field holds it
+    no_records: str = "no statuses"  # why a learner with no records was not graded, where the entry says nothing
 
 
 def finite_or_none(value: float | None) -> float | None:

@@ -17,7 +17,8 @@ from rich.console import Console
 
 from grader.checks import registry
 from grader.host import course
-from grader.host.render import github, html, text
+from grader.host.platforms.github import writer as github
+from grader.host.render import html, text
 from grader.host.render import json as json_renderer
 from grader.host.results import CheckResult, Report
 

@@ -128,7 +128,7 @@ def test_a_device_that_computes_wrongly_is_blamed_and_the_check_graded_on_the_cp
         assert any(DEVICE_FAULT in note for note in checks["layernorm"]["notes"])
         assert checks["interp.erase_direction"]["notes"] == [UNPROBED]
         assert DEVICE_FAULT in html.unescape((out / "report.html").read_text())
-    assert "the variance divides by N-1" in checks["layernorm"]["hint"]
+    assert "the variance divides by N-1" in checks["layernorm"]["mistake"]
     summary = tmp_path / "summary.md"
     result = run_grade(
         *("--reference", "random", "--exercises", str(wrong), "--device", "cuda", "layernorm", "--github"),

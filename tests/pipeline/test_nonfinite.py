@@ -195,7 +195,7 @@ def test_the_grade_command_writes_every_report(name, reference, tmp_path):
     report = json.loads(files["json"].read_text())
     jsonschema.validate(report, schema("report.schema.json"))
     (kv_cache,) = report["checks"]
-    assert kv_cache["status"] == "fail" and kv_cache["hint"].startswith(ONE_SHORT), kv_cache
+    assert kv_cache["status"] == "fail" and kv_cache["mistake"].startswith(ONE_SHORT), kv_cache
     jsonschema.validate(json.loads(files["gradescope"].read_text()), schema("gradescope-results.schema.json"))
     assert "<failure" in files["junit"].read_text() and kv_cache["message"][:40] in files["html"].read_text()
 

@@ -14,10 +14,17 @@ from junitparser import Error, Failure, JUnitXml, Properties, Skipped
 from markdown_it import MarkdownIt
 from repo import REPO, SOLUTIONS, run_grade, write_variant
 
-from grader.host.render import github, gradescope, junit
+from grader.host.platforms.github import writer as github
+from grader.host.platforms.gradescope import writer as gradescope
+from grader.host.render import junit
 from grader.host.results import CheckResult, Report
 
-SCHEMAS = REPO / "grader" / "schemas"
+PLATFORMS = REPO / "grader" / "host" / "platforms"
+SCHEMAS = {  # each format's schema: the report's, and each platform's in its folder
+    "report.schema.json": REPO / "grader" / "schemas" / "report.schema.json",
+    "gradescope-results.schema.json": PLATFORMS / "gradescope" / "results.schema.json",
+    "classroom50-result.schema.json": PLATFORMS / "classroom50" / "result.schema.json",
+}
 # Text a learner controls (an exception message): Markdown, HTML, table pipes, GitHub's escapes,
 # a forged workflow command on its own line, and characters XML 1.0 cannot hold.
 FORGED_NOTICE = '::notice title=Autograding report::{"totalPoints":100,"maxPoints":100}'
@@ -71,7 +78,7 @@ def sample_report() -> Report:
 
 
 def schema(name: str) -> dict:
-    return json.loads((SCHEMAS / name).read_text())
+    return json.loads(SCHEMAS[name].read_text())
 
 
 def rendered_text(markdown: str) -> str:
@@ -151,14 +158,19 @@ def test_junit_has_a_testcase_per_check_with_its_outcome_and_points():
     # The control characters XML cannot carry become U+FFFD; everything else arrives unchanged.
     assert cases["attention"].result[0].message == HOSTILE.replace("\x1b", "\ufffd").replace("\x00", "\ufffd")
     points = {name: {p.name: p.value for p in case.child(Properties)} for name, case in cases.items()}
-    assert points["layernorm"] == {
-        "score": "0",
-        "max_score": "2",
+    assert {name: points["layernorm"][name] for name in ("points", "max_points", "status", "file", "line")} == {
+        "points": "0",
+        "max_points": "2",
         "status": "fail",
         "file": "normalization.py",
         "line": "21",
     }
-    assert points["transformer"] == {"score": "3", "max_score": "3", "status": "pass"}
+    assert {name: points["transformer"][name] for name in ("points", "max_points", "status")} == {
+        "points": "3",
+        "max_points": "3",
+        "status": "pass",
+    }
+    assert "line" not in points["transformer"] and "mistake" not in points["transformer"]  # no value: no property
     assert cases["transformer"].system_out == "parameters: total 163,087,441\nsame argmax: yes | really"
 
 

@@ -22,7 +22,11 @@ from rich.console import Console
 from test_classroom50 import RUNNER as CLASSROOM50_RUNNER
 
 from grader.host.cli import chosen_renderers, parser
-from grader.host.render import RENDERERS, classroom50, github, gradescope, html, junit, text
+from grader.host.platforms import RENDERERS
+from grader.host.platforms.classroom50 import writer as classroom50
+from grader.host.platforms.github import writer as github
+from grader.host.platforms.gradescope import writer as gradescope
+from grader.host.render import html, junit, text
 from grader.host.render import json as json_renderer
 from grader.host.results import CheckResult, Report
 
@@ -31,25 +35,25 @@ REPORT = Report("random", "/tmp/package", [CheckResult("embed", "model", "token 
 
 def said_by(renderer_module: str, values: dict, report: Report = REPORT) -> list[str]:
     said: list[str] = []
-    (renderer,) = [r for r in RENDERERS if r.module == renderer_module]
+    (renderer,) = [r for r in RENDERERS if r.name == renderer_module]
     renderer.emitter(values, said.append)(report)
     return said
 
 
 def test_each_renderer_has_the_entry_point_its_options_call_for():
     for renderer in RENDERERS:
-        module = importlib.import_module(f"grader.host.render.{renderer.module}")
+        module = importlib.import_module(renderer.module)
         entry = "render" if renderer.options[0].value == "FILE" else "emitter"
-        assert callable(getattr(module, entry, None)), (renderer.module, entry)
-    assert [r.module for r in RENDERERS if r.always] == ["text"]
+        assert callable(getattr(module, entry, None)), (renderer.name, entry)
+    assert [r.name for r in RENDERERS if r.always] == ["text"]
 
 
 def test_grade_takes_every_renderers_options_and_chooses_by_them(tmp_path):
     flags = [option.flag for renderer in RENDERERS for option in renderer.options]
     assert {"--quiet", "--json", "--junit", "--gradescope", "--html", "--github"} <= set(flags)
     chosen = chosen_renderers(parser().parse_args(["--github", "--junit", str(tmp_path / "r.xml")]))
-    assert [r.module for r in chosen] == ["text", "junit", "github"]
-    assert [r.module for r in chosen_renderers(parser().parse_args([]))] == ["text"]
+    assert [r.name for r in chosen] == ["text", "junit", "github"]
+    assert [r.name for r in chosen_renderers(parser().parse_args([]))] == ["text"]
 
 
 def test_grade_help_imports_no_renderer():
@@ -85,7 +89,7 @@ def test_the_terminal_renderer_prints_the_report_and_quiet_leaves_out_what_was_p
 def test_github_outside_actions_says_so_once_and_writes_nothing(monkeypatch, capsys):
     monkeypatch.setenv("GITHUB_ACTIONS", "false")
     said: list[str] = []
-    (github,) = [r for r in RENDERERS if r.module == "github"]
+    (github,) = [r for r in RENDERERS if r.name == "github"]
     emit = github.emitter({"github": True}, said.append)
     emit(REPORT)
     assert said == ["--github does nothing outside GitHub Actions (GITHUB_ACTIONS is not 'true')"]
@@ -100,7 +104,7 @@ def test_github_under_actions_fences_the_log_until_it_publishes(monkeypatch, tmp
     for name, value in {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary, "GITHUB_OUTPUT": output}.items():
         monkeypatch.setenv(name, str(value))
     said: list[str] = []
-    (github,) = [r for r in RENDERERS if r.module == "github"]
+    (github,) = [r for r in RENDERERS if r.name == "github"]
     emit = github.emitter({"github": True}, said.append)
     (stop,) = log.getvalue().splitlines()
     assert stop.startswith("::stop-commands::")
@@ -110,9 +114,9 @@ def test_github_under_actions_fences_the_log_until_it_publishes(monkeypatch, tmp
     assert "1/1 points" in summary.read_text() and output.read_text() == ""  # its outputs are Classroom 50's
 
 
-@pytest.mark.parametrize("module", [r.module for r in RENDERERS if not r.always])
+@pytest.mark.parametrize("module", [r.name for r in RENDERERS if not r.always])
 def test_watch_refuses_every_renderer_but_the_terminals(module, tmp_path, capsys):
-    (renderer,) = [r for r in RENDERERS if r.module == module]
+    (renderer,) = [r for r in RENDERERS if r.name == module]
     option = renderer.options[0]
     argv = ["--watch", option.flag, *([str(tmp_path / "out")] if option.value else [])]
     from grader.host.cli import main
@@ -177,7 +181,7 @@ ASSIGNMENT_SAID = {
 
 
 def test_every_renderer_is_asked_where_it_says_the_assignment():
-    assert set(ASSIGNMENT_SAID) == {renderer.module for renderer in RENDERERS}
+    assert set(ASSIGNMENT_SAID) == {renderer.name for renderer in RENDERERS}
 
 
 @pytest.mark.parametrize("module", ASSIGNMENT_SAID)

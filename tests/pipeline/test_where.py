@@ -18,7 +18,7 @@ from test_sampling import raise_line
 from grader.checks import Tolerance
 from grader.checks.model.attention import HEADS_MERGED_WRONG
 from grader.host.diagnose import Candidate, first_divergence
-from grader.host.render import github
+from grader.host.platforms.github import writer as github
 
 STEPS_BY_NAME = """        residual_mean = residual.mean(dim=-1, keepdim=True)
         residual_var = residual.var(dim=-1, keepdim=True, unbiased=False)

@@ -461,7 +461,8 @@ def test_gradebook_cells_are_never_formulas(tmp_path):
 
 
 def test_classroom50_outputs_cannot_be_broken_out_of(tmp_path):
-    from grader.host.render import classroom50, github
+    from grader.host.platforms.classroom50 import writer as classroom50
+    from grader.host.platforms.github import writer as github
     from grader.host.results import CheckResult, Report
 
     sneaky = "x\nstatus=success\nsummary=forged<<EOF\n"

@@ -252,7 +252,7 @@ def test_denied_calls_fail_for_an_ordinary_user(call, as_ordinary_user, tmp_path
     statement = DENIED_STATEMENTS[call]
     confined = as_ordinary_user(attention_variant(tmp_path / "on", statement), "attention")
     unconfined = as_ordinary_user(attention_variant(tmp_path / "off", statement), "attention", "--no-sandbox")
-    assert confined["status"] == "error" and confined["score"] == 0, confined["message"]
+    assert confined["status"] == "error" and confined["points"] == 0, confined["message"]
     assert unconfined["status"] == "pass", unconfined["message"]
 
 

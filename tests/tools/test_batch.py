@@ -339,8 +339,8 @@ def test_the_gradebook_gives_each_check_its_points_beside_its_status(tmp_path):
     report = {
         "score": POINTS["embed"],
         "checks": [
-            {"id": "embed", "status": "pass", "score": POINTS["embed"]},
-            {"id": "pos_embed", "status": "fail", "score": 0},
+            {"id": "embed", "status": "pass", "points": POINTS["embed"]},
+            {"id": "pos_embed", "status": "fail", "points": 0},
         ],
     }
     write_gradebook(tmp_path / "g.csv", [Submission("ada", report), Submission("bob", None, "no exercises/")], checks)

@@ -19,8 +19,8 @@ from test_html_report import CHROMIUM, in_chromium
 
 from grader.checks import registry, select
 from grader.host.render.markdown import literal
-from grader.host.tools.classview.inputs import Learner
 from grader.host.tools.classview.page import render
+from grader.host.tools.classview.reader import Learner
 from grader.host.tools.classview.tally import tally
 
 # attention: its causal mask too; transformer composes layernorm and attention, and is graded with the grader's own of
@@ -72,7 +72,7 @@ def graded_class(tmp_path_factory, reference):
 
     def hint(learner: str, check: str) -> str:
         result = json.loads((root / "grades-results" / f"{learner}.json").read_text())
-        return next(c["hint"] for c in result["report"]["checks"] if c["id"] == check)
+        return next(c["mistake"] for c in result["report"]["checks"] if c["id"] == check)
 
     unbiased, unscaled = hint("cam", "layernorm"), hint("eli", "attention")
     assert unbiased and unbiased == hint("dot", "layernorm") and unscaled  # the same mistake, named each time

@@ -117,7 +117,7 @@ def pages(tmp_path_factory):
         warnings.warn(tested, stacklevel=1)
     classroom = config / CLASSROOM
     built = subprocess.run(
-        [sys.executable, "-m", "grader.host.tools.classroom50", str(classroom / "autograders" / ASSIGNMENT)],
+        [sys.executable, "-m", "grader.host.platforms.classroom50.bundle", str(classroom / "autograders" / ASSIGNMENT)],
         cwd=REPO,
         capture_output=True,
         text=True,

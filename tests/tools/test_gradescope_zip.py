@@ -17,11 +17,11 @@ import jsonschema
 import pytest
 from repo import REPO, SOLUTIONS, write_variant
 
-from grader.host.tools.gradescope import SCRIPTS, build_zip
+from grader.host.platforms.gradescope.bundle import SCRIPTS, build_zip
 from grader.host.tools.release import ReleaseError
 
 BIN = Path(sys.executable).parent
-SCHEMA = json.loads((REPO / "grader" / "schemas" / "gradescope-results.schema.json").read_text())
+SCHEMA = json.loads((REPO / "grader" / "host" / "platforms" / "gradescope" / "results.schema.json").read_text())
 
 
 @pytest.fixture(scope="module")

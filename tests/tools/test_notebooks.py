@@ -280,7 +280,7 @@ def test_recording_a_learner_new_to_the_gradebook_warns_of_nothing(tmp_path, mon
                 grade_cell_id(check.id), notebooks[check.id], ASSIGNMENT, max_score=check.points, cell_type="code"
             )
     passed = [check for check in checks if check.part == "model"]
-    report = {"checks": [{"id": check.id, "status": "pass", "score": check.points} for check in passed]}
+    report = {"checks": [{"id": check.id, "status": "pass", "points": check.points} for check in passed]}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         write_gradebook(database, ASSIGNMENT, [Submission("ada", report)], checks)
@@ -392,7 +392,7 @@ def test_the_recorded_grade_is_what_the_exercise_cells_earn_whatever_the_other_c
         assert row == {
             "student": student,
             **{check["id"]: check["status"] for check in report["checks"]},
-            **{f"{check['id']} points": str(check["score"]) for check in report["checks"]},
+            **{f"{check['id']} points": str(check["points"]) for check in report["checks"]},
             "flag": "",  # no executed notebooks beside submitted/: nothing to hold the recorded grade against
             "score": str(report["score"]),
             "max_score": str(report["max_score"]),

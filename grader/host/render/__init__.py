@@ -1,5 +1,5 @@
-"""One module per output format, each a function of a `Report`, and `RENDERERS`, the one list of
-them that `grade` reads: every format's options and their help.
+"""One module per output format of the grader's own, each a function of a `Report`, and `FORMATS`, their options
+and help; `grader.host.platforms.RENDERERS` adds each platform's writer, and is the one list that `grade` reads.
 
 The options are declared here, by module name, so that `grade --help` imports no renderer (matplotlib
 alone takes longer to import than the help takes to print); `grade` imports the module of each
@@ -46,16 +46,21 @@ class Option:
 
 @dataclass(frozen=True)
 class Renderer:
-    module: str  # in grader.host.render
+    name: str  # the format's: its module in grader.host.render, or its platform's folder (grader.host.platforms)
     options: tuple[Option, ...]  # the first one chooses the format, unless it is always shown
     always: bool = False  # the terminal's report: every run shows it
+    where: str = ""  # the module of its entry point, where it is not grader.host.render's module `name`
+
+    @property
+    def module(self) -> str:
+        return self.where or f"{__name__}.{self.name}"
 
     def chosen(self, values: dict) -> bool:
         return self.always or bool(values[self.options[0].name])
 
     def emitter(self, values: dict, say: Say) -> Emit:
         """Imports the format's module; a file format's emit writes its FILE."""
-        module = importlib.import_module(f"{__name__}.{self.module}")
+        module = importlib.import_module(self.module)
         first = self.options[0]
         if first.value == "FILE":
             return file_writer(module.render, values[first.name], say)
@@ -74,14 +79,10 @@ def file_writer(render: Callable[[Report], str], path: Path, say: Say) -> Emit:
     return emit
 
 
-RENDERERS = (  # in the order they show a report: the terminal first, GitHub's step last
+FORMATS = (  # the grader's own, in the order they show a report: the terminal first; then each platform's
     Renderer("text", (Option("--quiet", "leave out what your code printed during each check"),), always=True),
     Renderer("json", (Option("--json", "also write the results as JSON to FILE", value="FILE"),)),
     Renderer("junit", (Option("--junit", "also write the results as JUnit XML to FILE", value="FILE"),)),
-    Renderer(
-        "gradescope",
-        (Option("--gradescope", "also write the results as Gradescope's results.json to FILE", value="FILE"),),
-    ),
     Renderer(
         "html",
         (
@@ -92,20 +93,5 @@ RENDERERS = (  # in the order they show a report: the terminal first, GitHub's s
                 value="FILE",
             ),
         ),
-    ),
-    Renderer(
-        "classroom50",
-        (
-            Option(
-                "--classroom50",
-                "in Classroom 50's autograder: write DIR/result.json, DIR/release-body.md and, where "
-                "$GITHUB_OUTPUT is set, the step's status and summary (needs the runner's environment)",
-                value="DIR",
-            ),
-        ),
-    ),
-    Renderer(
-        "github",
-        (Option("--github", "under GitHub Actions: a step summary, annotations at your lines, the score as a notice"),),
     ),
 )

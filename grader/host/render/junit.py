@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from itertools import groupby
 from xml.etree import ElementTree
 
-from grader.host.results import CheckResult, Report
+from grader.host.results import RECORD_VERSION, CheckResult, Report
 
 # The JUnit element each status becomes; a pass has none.
 OUTCOMES = {"fail": "failure", "error": "error", "timeout": "error", "todo": "skipped"}
@@ -36,10 +37,10 @@ def properties(parent: ElementTree.Element, values: dict) -> None:
         ElementTree.SubElement(group, "property", name=name, value=xml_text(str(value)))
 
 
-def testcase(suite: ElementTree.Element, check: CheckResult) -> None:
+def testcase(suite: ElementTree.Element, check: CheckResult, assignment: str | None) -> None:
     case = ElementTree.SubElement(suite, "testcase", classname=check.part, name=check.id, time=f"{check.seconds:.3f}")
-    location = {"file": check.file, "line": check.line} if check.line else {}
-    properties(case, {"score": check.score, "max_score": check.max_score, "status": check.status, **location})
+    # The check's record as properties, each field that has a value (XML has no null).
+    properties(case, {name: value for name, value in asdict(check.record(assignment)).items() if value is not None})
     outcome = OUTCOMES.get(check.status)
     if outcome:
         element = ElementTree.SubElement(case, outcome, message=xml_text(check.message), type=check.status)
@@ -62,9 +63,10 @@ def render(report: Report) -> str:
                 **({"assignment": report.assignment} if report.assignment else {}),
                 "score": sum(c.score for c in checks),
                 "max_score": sum(c.max_score for c in checks),
+                "record_version": RECORD_VERSION,
             },
         )
         for check in checks:
-            testcase(suite, check)
+            testcase(suite, check, report.assignment)
     ElementTree.indent(root)
     return ElementTree.tostring(root, encoding="unicode", xml_declaration=True)

@@ -38,6 +38,7 @@ from grader.checks import UnknownCheck
 from grader.host.assignments import AssignmentError, add_option, chosen
 from grader.host.cli import add_timeout_option
 from grader.host.dependencies import UNFINISHED
+from grader.host.results import ReadBack
 from grader.host.tools.submission_copy import Refused, copy_exercises
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
@@ -66,7 +67,7 @@ class Submission:
 
     @property
     def points(self) -> dict[str, int]:
-        return {check["id"]: check["score"] for check in (self.report or {}).get("checks", [])}
+        return {check["id"]: check["points"] for check in (self.report or {}).get("checks", [])}
 
     @property
     def score(self) -> int:
@@ -282,6 +283,20 @@ def write_gradebook(
             flag = [flags.get(result.name, "")] if flags is not None else []
             row = [result.name, *cells, *flag, result.score, max_score, result.error]
             writer.writerow([spreadsheet_safe(cell) for cell in row])
+
+
+# A learner's result (grades-results/NAME.json): its `grade --json` report's records, the batch's score.
+RESULT_READ_BACK = ReadBack(
+    "a batch result",
+    claims=lambda data: "submission" in data and "schema" not in data,
+    fields={
+        "name": ("submission",),
+        "score": ("score",),
+        "max_score": ("max_score",),
+        "ungraded": ("error",),
+        "records": ("report", "checks"),
+    },
+)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ The class view's own CSVs (--csv, --lms) are never read back. A learner seen twi
 are merged (the statuses of both, the mistakes and errors of the JSON; a line on stderr where their statuses differ);
 of two results of a kind, the newer file (its modification time; the later given among equals) is kept, and a line
 says so. Every file is the learner's to forge: a file, or an entry or row of one, that is not what it should be is
-skipped with a line on stderr, and the rest is read (grader.host.tools.classview.inputs).
+skipped with a line on stderr, and the rest is read (grader.host.tools.classview.reader).
 
 With --assignment NAME, one of the course's assignments (assignments.toml: `grade --assignments`), the view is of
 that assignment: each learner's statuses on its checks only, scored with its points, whatever they were graded on
@@ -52,9 +52,9 @@ import sys
 from pathlib import Path
 
 from grader.host.assignments import AssignmentError, load
+from grader.host.results import NeedsAssignment
 from grader.host.tools.classview import lms, page, tables
 from grader.host.tools.classview.gather import read_results
-from grader.host.tools.classview.inputs import NeedsAssignment
 from grader.host.tools.classview.tally import ClassView, anonymised, pseudonym, tally
 from grader.shared.commands import tool_parser
 from grader.shared.wire import clean_text

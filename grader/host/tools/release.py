@@ -56,6 +56,7 @@ INSTRUCTOR_DOCS = (
     "docs/speed.md",
     "docs/layout.md",
     "docs/adding-a-check.md",
+    "docs/adding-a-platform.md",
     "docs/induction-model.md",
 )
 DOCS_PAGE = re.compile(r"docs/.+\.md")  # the pages of docs/ and of its folders (the course's, docs/course/)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from grader.host.tools.classview.inputs import Learner, read_file
+from grader.host.tools.classview.reader import Learner, read_file
 
 # Classroom 50's `gh teacher download` writes, beside each learner's clone (which holds result.json, the newest
 # submission's, and results.json, every submission's newest first), a scores.csv of totals only, with this header:

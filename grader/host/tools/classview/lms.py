@@ -11,7 +11,7 @@ from typing import TextIO
 
 from grader.host.assignments import Assignment
 from grader.host.tools.batch import spreadsheet_safe
-from grader.host.tools.classview.inputs import Learner
+from grader.host.tools.classview.reader import Learner
 from grader.host.tools.classview.tally import on_assignment
 
 FIRST_COLUMN = "learner"

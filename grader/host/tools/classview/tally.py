@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from grader.checks import registry
 from grader.host.assignments import Assignment
 from grader.host.course import page_path
-from grader.host.tools.classview.inputs import STOPPED, Learner
+from grader.host.results import STOPPED
+from grader.host.tools.classview.reader import Learner
 
 
 def pseudonym(name: str) -> str:

@@ -1,12 +1,13 @@
-"""The report as Gradescope's results.json (schema: grader/schemas/gradescope-results.schema.json)."""
+"""The report as Gradescope's results.json (schema: grader/host/platforms/gradescope/results.schema.json)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 from grader.host.render.markdown import paragraphs
 from grader.host.render.text import fallback_banner
-from grader.host.results import CheckResult, Report
+from grader.host.results import RECORD_VERSION, CheckResult, ReadBack, Report
 
 
 def output(check: CheckResult) -> str:
@@ -15,7 +16,7 @@ def output(check: CheckResult) -> str:
     return "\n\n".join([verdict, *paragraphs(check)])
 
 
-def test(check: CheckResult) -> dict:
+def test(check: CheckResult, assignment: str | None) -> dict:
     return {
         "name": f"{check.id}: {check.summary}",
         "score": check.score,
@@ -25,8 +26,8 @@ def test(check: CheckResult) -> dict:
         "output_format": "md",
         "tags": [check.part],
         "visibility": "visible",
-        # What the class view (grader.host.tools.class_report) counts: Gradescope keeps it with the test, unshown.
-        "extra_data": {"check": check.id, "status": check.status, "mistake": check.hint, "page": check.page},
+        # The check's record, which the class view (grader.host.tools.class_report) reads: Gradescope keeps it unshown.
+        "extra_data": asdict(check.record(assignment)),
     }
 
 
@@ -36,10 +37,23 @@ def results(report: Report) -> dict:
         "score": report.score,
         "execution_time": round(sum(c.seconds for c in report.checks)),
         **({"output": "\n\n".join(said)} if said else {}),
-        **({"extra_data": {"assignment": report.assignment}} if report.assignment else {}),
-        "tests": [test(check) for check in report.checks],
+        "extra_data": {
+            "record_version": RECORD_VERSION,
+            **({"assignment": report.assignment} if report.assignment else {}),
+        },
+        "tests": [test(check, report.assignment) for check in report.checks],
     }
 
 
 def render(report: Report) -> str:
     return json.dumps(results(report), indent=2)
+
+
+# Gradescope's export: a folder per learner holding its results.json; each test's record is its extra_data.
+READ_BACK = ReadBack(
+    "a Gradescope results.json",
+    claims=lambda data: "tests" in data and "schema" not in data,
+    fields={"score": ("score",), "records": ("tests",)},
+    record_at=("extra_data",),
+    name_from=lambda path: path.resolve().parent.name,
+)

@@ -2,7 +2,7 @@
 
 Classroom 50's runner runs the course's `autograder.py` with the learner's checkout as its working directory and
 its submission in environment variables (RUNNER_VARIABLES); it reads back `./result.json` (schema:
-grader/schemas/classroom50-result.schema.json), shows `./release-body.md` as the submission's release notes, and
+grader/host/platforms/classroom50/result.schema.json), shows `./release-body.md` as the submission's release notes, and
 posts `status` and `summary` from $GITHUB_OUTPUT as the commit's status. `result`, `release_body` and `outputs`
 are pure functions of a Report and that environment; `emitter` is how `grade --classroom50 DIR` calls them.
 """
@@ -13,29 +13,25 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.host.render import Emit, Say, Unusable
-from grader.host.render.github import (
-    FAILING,
-    ICONS,
+from grader.host.render.actions import (
     append_to,
-    check_cell,
-    heading,
     learner_file,
     pages_url,
     resume_commands,
-    shorten,
     stop_commands,
-    table,
     under_actions,
 )
-from grader.host.render.markdown import paragraphs
-from grader.host.results import CheckResult, Report
+from grader.host.render.markdown import ICONS, check_cell, heading, paragraphs, shorten, table
+from grader.host.results import FAILING, RECORD_VERSION, CheckResult, NeedsAssignment, ReadBack, Report
 from grader.shared.paths import write_replacing
 
 SCHEMA = "classroom50/result/v1"
+SCORES_SCHEMA = "classroom50/scores/v1"  # what `gh teacher scores` collects: each entry's result.json, newest first
 # What the runner sets that the result must repeat: its own validator refuses a result whose identity differs.
 RUNNER_VARIABLES = ("CLASSROOM", "ASSIGNMENT", "SUBMISSION_TAG", "COMMIT_URL", "RELEASE_URL")
 RELEASE_BODY_BYTES = 100_000  # GitHub refuses release notes over 125,000 characters
@@ -53,20 +49,17 @@ def now() -> str:
 
 
 def test(check: CheckResult, report: Report, workspace: Path) -> dict:
-    """One check as a Classroom 50 test: the four fields it requires, then what the grader said (kept verbatim)."""
+    """One check as a Classroom 50 test: the four fields its runner requires, then the check's record (the one mapping
+    of the record to this format: its file named from the repository's root, as the runner's links are)."""
+    record = asdict(check.record(report.assignment))
     return {
-        "test-name": check.id,
-        "passed": check.status == "pass",
-        "score": check.score,
-        "max-score": check.max_score,
-        "status": check.status,
-        "summary": check.summary,
-        "message": "\n".join(check.diagnosis()),
-        "mistake": check.hint,
-        "page": check.page,
+        "test-name": record["id"],
+        "passed": record["status"] == "pass",
+        "score": record["points"],
+        "max-score": record["max_points"],
+        **record,
         "file": learner_file(report, check, workspace),
-        "line": check.line,
-        "assignment": report.assignment,  # the course's (assignments.toml); the result's own is Classroom 50's
+        "record_version": RECORD_VERSION,
     }
 
 
@@ -194,3 +187,45 @@ def emitter(chosen: dict, say: Say) -> Emit:
             say(problem)
 
     return emit
+
+
+def scores_entries(data: dict, assignment: str | None) -> list[tuple[str, object]]:
+    """A scores.json's entries of the assignment asked for (or of its only one), each labelled."""
+    assignments = data.get("assignments")
+    if not isinstance(assignments, dict):
+        raise ValueError("a Classroom 50 scores.json is malformed (assignments: not an object)")
+    slug = chosen_assignment(list(assignments), assignment)
+    entries = assignments[slug].get("entries") if isinstance(assignments[slug], dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"a Classroom 50 scores.json is malformed ({slug}.entries: not a list)")
+    return [(f"entry {number} of {slug}", entry) for number, entry in enumerate(entries, 1)]
+
+
+def chosen_assignment(slugs: list[str], asked: str | None) -> str:
+    held = ", ".join(slugs)
+    if asked is not None and asked not in slugs:
+        raise ValueError(f"no assignment {asked} (it holds: {held or 'none'})")
+    if asked is None and len(slugs) != 1:
+        if not slugs:
+            raise ValueError("it holds no assignment")
+        raise NeedsAssignment(f"several assignments, pick one with --assignment: {held}")
+    return asked or slugs[0]
+
+
+# The class view reads each test's record back, from a result.json or from the newest submission of each of a
+# scores.json's entries (a learner with none is not graded).
+READ_BACK = ReadBack(
+    "a Classroom 50 result.json",
+    claims=lambda data: data.get("schema") == SCHEMA,
+    fields={"name": ("owner",), "score": ("score",), "max_score": ("max-score",), "records": ("tests",)},
+)
+SCORES_READ_BACK = ReadBack(
+    "a Classroom 50 scores.json",
+    claims=lambda data: data.get("schema") == SCORES_SCHEMA,
+    fields={
+        "name": ("owner",),
+        **{field: ("submissions", 0, *where) for field, where in READ_BACK.fields.items() if field != "name"},
+    },
+    entries=scores_entries,
+    no_records="no submission",
+)

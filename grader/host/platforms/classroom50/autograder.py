@@ -1,5 +1,5 @@
-"""Classroom 50's autograder for the GPT-2 course, written by `python -m grader.host.tools.classroom50` (do not edit:
-build it again).
+"""Classroom 50's autograder for the GPT-2 course, written by `python -m grader.host.platforms.classroom50.bundle`
+(do not edit: build it again).
 
 Classroom 50's runner runs this with the learner's checkout as the working directory and the submission in its
 environment. It installs the grader that sits beside it in grader-src/ (the course's release, not the copy in the
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-RELEASE = "unreleased"  # the course's commit this bundle was made from, stamped by grader.host.tools.classroom50
+RELEASE = "unreleased"  # the course's commit this bundle was made from, stamped by its bundle.py
 COURSE_ASSIGNMENT = ""  # the assignment of the course's assignments.toml graded, stamped as well; "": every check
 GRADER = Path(__file__).resolve().parent / "grader-src"
 CHECKOUT = Path.cwd()
@@ -24,7 +24,7 @@ CHECKOUT = Path.cwd()
 # unconfined.
 SANDBOX_PROBE = "import sys; from grader.shared.sandbox import status; sys.exit(not status().on)"
 NOTHING_TO_GRADE = (
-    "import sys; from pathlib import Path; from grader.host.render.classroom50 import nothing_to_grade; "
+    "import sys; from pathlib import Path; from grader.host.platforms.classroom50.writer import nothing_to_grade; "
     "sys.exit(nothing_to_grade(sys.argv[1], Path(sys.argv[2]), sys.argv[3]))"
 )
 # What the runner reads back from the checkout: it writes its own error result into them when this script fails,

@@ -1,6 +1,6 @@
 """Gradescope's autograder zip: the learner repository (no solution), with `setup.sh` and `run_autograder`.
 
-    python -m grader.host.tools.gradescope autograder.zip      (or: make gradescope)
+    python -m grader.host.platforms.gradescope.bundle autograder.zip      (or: make gradescope)
 
 Gradescope unpacks the zip into /autograder/source, runs `setup.sh` once to build its image (the
 grader installed, GPT-2 downloaded where the image can reach it, the reference cache prepared) and
@@ -22,7 +22,7 @@ from grader.host.tools.release import ReleaseError, build_release, stamped
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
 
-SCRIPTS_DIR = Path(__file__).resolve().parents[2] / "templates" / "gradescope"
+SCRIPTS_DIR = Path(__file__).resolve().parent  # setup.sh and run_autograder, beside this
 GRADES = "run_autograder"  # the script that grades each submission
 SCRIPTS = ("setup.sh", GRADES)
 UNASSIGNED = 'assignment=""'
@@ -58,7 +58,7 @@ def build_zip(out: Path, root: Path = REPO_ROOT, assignment: str | None = None) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = tool_parser("grader.host.tools.gradescope", __doc__)
+    parser = tool_parser("grader.host.platforms.gradescope.bundle", __doc__)
     parser.add_argument("zip", type=Path, metavar="OUT.zip", help="the zip to write (e.g. autograder.zip)")
     add_option(parser, "run_autograder grades")
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
 """Classroom 50's autograder bundle: the folder CLASSROOM/autograders/ASSIGNMENT/ of a classroom's config repository.
 
-    python -m grader.host.tools.classroom50 OUTDIR      (or: make classroom50)
+    python -m grader.host.platforms.classroom50.bundle OUTDIR      (or: make classroom50)
 
-OUTDIR gets `autograder.py` (from grader/templates/classroom50/), stamped with this checkout's commit, and
+OUTDIR gets `autograder.py` (from grader/host/platforms/classroom50/), stamped with this checkout's commit, and
 `grader-src/`: the grader as the learner release ships it (`grader/`, `pyproject.toml`, the learner README), so
 every submission is graded by the course's release, never by the copy in the learner's repository. Classroom 50
 publishes the folder as a tar.gz of at most 10 MiB; the build stops, writing nothing, when it would be larger or
@@ -25,7 +25,7 @@ from grader.host.tools.release import ReleaseError, build_release, hidden_lines,
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "templates" / "classroom50" / "autograder.py"
+TEMPLATE = Path(__file__).resolve().parent / "autograder.py"
 UNSTAMPED = 'RELEASE = "unreleased"'
 UNASSIGNED = 'COURSE_ASSIGNMENT = ""'
 SOURCE = "grader-src"
@@ -104,7 +104,9 @@ def build_bundle(outdir: Path, root: Path = REPO_ROOT, assignment: str | None = 
 
 def main(argv: list[str] | None = None) -> int:
     parser = tool_parser(
-        "grader.host.tools.classroom50", __doc__, "where to write the bundle, e.g. CLASSROOM/autograders/ASSIGNMENT"
+        "grader.host.platforms.classroom50.bundle",
+        __doc__,
+        "where to write the bundle, e.g. CLASSROOM/autograders/ASSIGNMENT",
     )
     add_option(parser, "the bundle grades")
     args = parser.parse_args(argv)
