@@ -31,7 +31,7 @@ GRADED = {
     "correct": ({}, {}),
     "partly_wrong": (
         {"normalization.py": [("unbiased=False", "unbiased=True")]},
-        dict.fromkeys(("layernorm", "transformer"), "fail"),  # the block is graded with GPT-2's sublayers
+        {"layernorm": "fail"},  # the block and the transformer are graded with the grader's LayerNorm in its place
     ),
     "crashing": (
         {
@@ -39,7 +39,7 @@ GRADED = {
                 ("        q = einops.einsum(", "        __import__('os').abort()\n        q = einops.einsum(")
             ]
         },
-        dict.fromkeys(("attention", "transformer"), "error"),
+        {"attention": "error"},  # one mistake, one penalty: the transformer is graded with the grader's Attention
     ),
     "hanging": (
         {
@@ -178,12 +178,12 @@ def test_a_submission_with_a_file_too_large_is_refused_before_it_is_copied(batch
 
 @pytest.mark.slow
 def test_a_submission_that_kills_its_grading(batch):
-    """Confined, the signal never reaches the grading: the checks that run the killing line error.
-    Unconfined, it kills its own grading process and the row says so."""
+    """Confined, the signal never reaches the grading: the check that runs the killing line errors, and the
+    transformer, graded with the grader's Embed in its place, passes. Unconfined, it kills its own grading process and
+    the row says so."""
     killer = batch["rows"]["killer"]
     if sandbox.status().on:
-        uses_embed = ("embed", "transformer")
-        assert {check: killer[check] for check in MODEL} == {c: "error" if c in uses_embed else "pass" for c in MODEL}
+        assert {check: killer[check] for check in MODEL} == {c: "error" if c == "embed" else "pass" for c in MODEL}
         assert killer["error"] == ""
     else:
         assert "stopped without a report" in killer["error"]
