@@ -562,11 +562,11 @@ def test_a_flag_says_what_the_kernel_showed_and_what_was_recorded(tmp_path):
 
     checks = select(["embed", "pos_embed", "layernorm"])  # 1, 1 and 2 points
     folder = executed_notebook(tmp_path, [graded_cell(check.id) for check in checks])
-    recorded = {"checks": [{"id": "embed", "status": "pass", "score": 1}]}
+    recorded = {"checks": [{"id": "embed", "status": "pass", "points": 1}]}
     assert kernel_flag(folder, Submission("ada", recorded), checks) == (
         "the notebook showed 4/4 when run; the grader recorded 1/4"
     )
-    everything = {"checks": [{"id": c.id, "status": "pass", "score": c.points} for c in checks]}
+    everything = {"checks": [{"id": c.id, "status": "pass", "points": c.points} for c in checks]}
     assert kernel_flag(folder, Submission("ada", everything), checks) == ""
     assert kernel_flag(tmp_path / "no-such-folder", Submission("ada", recorded), checks) == ""
     with open(folder / "1-model.ipynb", "ab") as handle:  # the kernel's notebook is the learner's data: bounded
