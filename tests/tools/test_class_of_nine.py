@@ -113,12 +113,21 @@ def result(root, learner: str) -> dict:
     return json.loads((root / "grades-results" / f"{learner}.json").read_text())
 
 
+def record(root, learner: str, check: str) -> dict:
+    return next(c for c in result(root, learner)["report"]["checks"] if c["id"] == check)
+
+
 def message(root, learner: str, check: str) -> str:
-    return next(c["message"] for c in result(root, learner)["report"]["checks"] if c["id"] == check)
+    return record(root, learner, check)["message"]
+
+
+def reason(root, learner: str, check: str) -> str:
+    """Why the check stopped, as the record says it: the message, then where (the class view's reason)."""
+    return record(root, learner, check)["error"]
 
 
 def hint(root, learner: str, check: str) -> str:
-    return next(c["hint"] for c in result(root, learner)["report"]["checks"] if c["id"] == check)
+    return record(root, learner, check)["mistake"]
 
 
 def test_batch_graded_each_learner_as_planted_and_the_forger_forged_nothing(graded):
@@ -152,9 +161,10 @@ def viewed(graded):
     loop = lines["hal-zb"].index("while True:") + 1
     assert hang in (f"mlp.py does not finish importing (line {line} when stopped)" for line in (loop, loop + 1)), hang
     stops = [
-        ("error", "attention.causal_mask attention", "gus-vk", syntax),
-        ("timeout", "mlp", "hal-zb", hang),
+        ("error", "attention.causal_mask attention", "gus-vk", reason(graded, "gus-vk", "attention")),
+        ("timeout", "mlp", "hal-zb", reason(graded, "hal-zb", "mlp")),
     ]
+    assert [stop[3].startswith(said) for stop, said in zip(stops, (syntax, hang), strict=True)] == [True, True]
     unbiased, unscaled = hint(graded, "cam-rx", "layernorm"), hint(graded, "eli-qw", "attention")
     assert unbiased == hint(graded, "dot-pz", "layernorm") and unbiased and unscaled
     mistakes = [("layernorm", unbiased, ("cam-rx", "dot-pz")), ("attention", unscaled, ("eli-qw",))]
@@ -210,6 +220,4 @@ def test_anonymised_no_name_nor_the_folder_read_is_in_any_output_or_message(grad
         assert not any(name in text for text in said), name
         assert pseudonym(name) in said[-1] and pseudonym(name) in said[-3]  # the LMS rows, the page's heatmap
     assert not any(str(graded) in text for text in said)
-    assert (
-        f"| {literal(pseudonym('hal-zb'))} | timeout | mlp | {literal(message(graded, 'hal-zb', 'mlp'))} |" in said[2]
-    )
+    assert f"| {literal(pseudonym('hal-zb'))} | timeout | mlp | {literal(reason(graded, 'hal-zb', 'mlp'))} |" in said[2]
