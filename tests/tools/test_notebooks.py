@@ -76,20 +76,14 @@ def nbgrader_cells(notebook, **flags) -> list:
 
 
 SOURCE = "git+https://example.org/course/gpt2-learner"
+NOTEBOOKS = [sys.executable, "-m", "grader.host.platforms.nbgrader.notebooks"]  # the command
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory, reference) -> Path:
     root = tmp_path_factory.mktemp("course")
     generated = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grader.host.platforms.nbgrader.notebooks",
-            str(root / "source" / ASSIGNMENT),
-            "--source",
-            SOURCE,
-        ],
+        [*NOTEBOOKS, str(root / "source" / ASSIGNMENT), "--source", SOURCE],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -369,14 +363,7 @@ def recorded(course, tmp_path_factory) -> dict:
                 )
                 grade.auto_score = check.points
         gradebook.db.commit()
-    command = [
-        sys.executable,
-        "-m",
-        "grader.host.platforms.nbgrader.notebooks",
-        "grade",
-        str(submitted),
-        *RECORDED_CHECKS,
-    ]
+    command = [*NOTEBOOKS, "grade", str(submitted), *RECORDED_CHECKS]
     command += ["--csv", str(root / "grades.csv"), "--db", database, "--reference", "random", "--jobs", "2"]
     ran = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stderr[-3000:]
@@ -624,14 +611,7 @@ def test_a_learner_whose_cell_redefines_the_grading_function_is_flagged(course, 
             for student in learners
         ),
     )
-    command = [
-        sys.executable,
-        "-m",
-        "grader.host.platforms.nbgrader.notebooks",
-        "grade",
-        str(submitted),
-        *FLAGGED_CHECKS,
-    ]
+    command = [*NOTEBOOKS, "grade", str(submitted), *FLAGGED_CHECKS]
     command += ["--csv", str(tmp_path / "grades.csv"), "--autograded", str(course / "autograded")]
     ran = subprocess.run(
         command + ["--reference", "random", "--jobs", "2"], cwd=REPO, capture_output=True, text=True, timeout=600
