@@ -5,8 +5,6 @@ stand-ins are marked; every request stays on 127.0.0.1; and all of it works from
 
 from __future__ import annotations
 
-import io
-
 import fake_playground
 import pytest
 from fake_playground import Playground, serving
@@ -207,27 +205,3 @@ def test_the_keyboard_alone_reads_generates_and_chooses_a_head_with_the_focus_vi
     assert canvas(page, "pattern-yours")["label"] == "your attention pattern, layer 1, head 1"
     labelled = page.eval_on_selector_all("input, select, textarea", "xs => xs.map(x => x.labels.length > 0)")
     assert labelled and all(labelled)  # every control has its label
-
-
-def screenshot(path: str) -> None:
-    """The README's picture of the page (docs/playground.png), over the fake Playground:
-    python tests/pipeline/test_playground_page.py docs/playground.png"""
-    from playwright.sync_api import sync_playwright
-
-    with serving(Playground()) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1000, "height": 800})
-        page.goto(url, wait_until="load")
-        read(page, "When Mary and John went to the store, John gave a drink to")
-        generated(page)
-        shot = page.screenshot(full_page=True)
-        browser.close()
-    from PIL import Image  # matplotlib's dependency: 128 colours keep the README's picture small
-
-    Image.open(io.BytesIO(shot)).convert("RGB").quantize(colors=128).save(path, optimize=True)
-
-
-if __name__ == "__main__":
-    import sys
-
-    screenshot(sys.argv[1])
