@@ -82,12 +82,12 @@ gradescope: $(VENV)/.installed-instructor
 	$(PY) -m grader.host.platforms.gradescope.bundle $(GRADESCOPE_ZIP) $(ASSIGNED)
 
 notebooks: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.tools.notebooks $(NOTEBOOKS_DIR)
+	$(PY) -m grader.host.platforms.nbgrader.notebooks $(NOTEBOOKS_DIR)
 
 # After `nbgrader autograde`: the notebooks' grades recorded from outside any kernel, into
 # $(GRADES) and nbgrader's gradebook (in place of the scores autograde found in the kernel).
 notebook-grades: $(VENV)/.installed-instructor
-	$(PY) -m grader.host.tools.notebooks grade $(COURSE_DIR)/submitted --csv $(GRADES) \
+	$(PY) -m grader.host.platforms.nbgrader.notebooks grade $(COURSE_DIR)/submitted --csv $(GRADES) \
 		--db sqlite:///$(abspath $(COURSE_DIR))/gradebook.db $(ARGS)
 
 batch: $(VENV)/.installed-instructor

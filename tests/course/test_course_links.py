@@ -18,9 +18,9 @@ from test_watch_unit import FIRST, Attempts, printed_by, report_of, result
 from grader.checks import registry, select
 from grader.host.course import COURSE_DIR, page_of, pages
 from grader.host.modes.watch import Watch, check_lines
+from grader.host.platforms.nbgrader import notebooks, sources
 from grader.host.render import text
 from grader.host.results import CheckResult, Report
-from grader.host.tools import notebook_sources, notebooks
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")  # a Markdown link's target
 GITHUB = "git+https://github.com/ada/gpt2-learner"
@@ -132,11 +132,11 @@ def test_the_stubs_first_report_names_the_first_page(reference):
         ("https://github.com/ada/gpt2-learner", "https://github.com/ada/gpt2-learner/blob/HEAD/"),
         ("git+https://example.org/course/gpt2-learner", ""),
         ("git+https://github.com/ada", ""),
-        (notebook_sources.PLACEHOLDER_SOURCE, ""),  # OWNER/REPOSITORY is no repository: the paths, not a broken link
+        (sources.PLACEHOLDER_SOURCE, ""),  # OWNER/REPOSITORY is no repository: the paths, not a broken link
     ],
 )
 def test_the_pages_are_linked_on_github_only_for_a_github_source(source, base):
-    assert notebook_sources.pages_base(source) == base
+    assert sources.pages_base(source) == base
 
 
 def links_of(notebook) -> list[str]:
@@ -176,7 +176,7 @@ def check_part_links(name: str, notebook, base: str) -> None:
 
 @pytest.mark.parametrize(("source", "base"), [(GITHUB, "https://github.com/ada/gpt2-learner/blob/HEAD/"), (None, "")])
 def test_each_parts_notebook_links_the_pages_of_its_checks_from_each_files_cell(source, base):
-    generated, skipped = notebook_sources.source_notebooks(SOLUTIONS, *([source] if source else []))
+    generated, skipped = sources.source_notebooks(SOLUTIONS, *([source] if source else []))
     assert generated and not skipped
     for name, notebook in generated.items():
         check_part_links(name, notebook, base)
@@ -254,7 +254,7 @@ def test_a_real_failing_grade_check_names_its_page(reference, tmp_path, capsys):
 
 
 def test_every_page_that_covers_a_check_is_linked_by_some_notebook():
-    generated, _ = notebook_sources.source_notebooks(SOLUTIONS)
+    generated, _ = sources.source_notebooks(SOLUTIONS)
     linked = {link for notebook in generated.values() for link in links_of(notebook)}
     assert {f"{COURSE_DIR}/{name}" for name, ids in pages().items() if ids} <= linked
     assert Path(COURSE_DIR, "README.md").as_posix() not in linked

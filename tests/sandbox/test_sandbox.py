@@ -476,8 +476,8 @@ def test_classroom50_outputs_cannot_be_broken_out_of(tmp_path):
 def test_notebook_verdicts_come_from_a_process_of_their_own(reference, monkeypatch, tmp_path):
     """What the learner's cells did to the kernel (here: the grader's verdict patched) changes nothing."""
     from grader.host import verdict
+    from grader.host.platforms.nbgrader.notebooks import NotebookGrader
     from grader.host.results import CheckResult
-    from grader.host.tools.notebooks import NotebookGrader
 
     passing = lambda evidence: CheckResult(evidence.check.id, evidence.check.part, "", "pass", 1)  # noqa: E731
     monkeypatch.setattr(verdict, "judge", passing)

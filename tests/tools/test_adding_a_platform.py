@@ -16,7 +16,7 @@ from repo import REPO
 
 DOC = REPO / "docs" / "adding-a-platform.md"
 FOLDER = "grader/host/platforms/toy/"
-PLATFORM_NAMES = ("classroom50", "gradescope", "github")
+PLATFORM_NAMES = ("classroom50", "gradescope", "github", "nbgrader")
 
 
 def section(title: str) -> str:

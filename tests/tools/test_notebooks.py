@@ -76,13 +76,14 @@ def nbgrader_cells(notebook, **flags) -> list:
 
 
 SOURCE = "git+https://example.org/course/gpt2-learner"
+NOTEBOOKS = [sys.executable, "-m", "grader.host.platforms.nbgrader.notebooks"]  # the command
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory, reference) -> Path:
     root = tmp_path_factory.mktemp("course")
     generated = subprocess.run(
-        [sys.executable, "-m", "grader.host.tools.notebooks", str(root / "source" / ASSIGNMENT), "--source", SOURCE],
+        [*NOTEBOOKS, str(root / "source" / ASSIGNMENT), "--source", SOURCE],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -171,7 +172,7 @@ def test_autograde_gives_the_filled_notebooks_full_marks_and_the_released_ones_n
 
 def test_a_cell_run_before_the_one_it_imports_names_that_notebook(tmp_path, monkeypatch):
     """A later part imports an earlier one's module: the error says which notebook's cell to run."""
-    from grader.host.tools.notebooks import run_exercise
+    from grader.host.platforms.nbgrader.notebooks import run_exercise
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModuleNotFoundError) as raised:
@@ -183,8 +184,8 @@ def test_a_cell_run_before_the_one_it_imports_names_that_notebook(tmp_path, monk
 
 def test_the_random_reference_notice_is_shown_by_the_first_test_cell_only(tmp_path, monkeypatch, capsys):
     from grader.checks import registry
+    from grader.host.platforms.nbgrader import notebooks
     from grader.host.results import CheckResult, Report
-    from grader.host.tools import notebooks
 
     def graded(package, check_ids):
         results = [CheckResult(c.id, c.part, c.summary, "pass", c.points) for c in registry() if c.id in check_ids]
@@ -205,7 +206,7 @@ def test_the_random_reference_notice_is_shown_by_the_first_test_cell_only(tmp_pa
 RECORDED_CHECKS = ("attention.causal_mask", "kv_cache")  # one per notebook of parts 1 and 2: kv_cache imports part 1
 # Cells a learner adds below the setup cell (no nbgrader metadata), each forging the kernel's verdict.
 FORGERIES = {
-    "patched": """import grader.host.tools.notebooks
+    "patched": """import grader.host.platforms.nbgrader.notebooks
 from grader.checks import registry
 from grader.host.results import CheckResult, Report
 
@@ -215,7 +216,7 @@ def forged(package, check_ids):
     return Report("gpt2", str(package), passed)
 
 
-grader.host.tools.notebooks.grade_in_own_process = forged
+grader.host.platforms.nbgrader.notebooks.grade_in_own_process = forged
 """,
     "redefined": 'def grade_check(check_id):\n    print(check_id, "passes")\n',
 }
@@ -231,8 +232,8 @@ def with_cell(notebook, source: str, after: str = "setup"):
 def test_the_recorded_package_holds_the_exercise_cells_and_nothing_else(tmp_path):
     """The package graded for the record is what the notebooks' `%%exercise` cells of graded files write:
     a learner's other cells, a rewritten given file and a cell naming a file outside the package stay out."""
-    from grader.host.tools.notebook_grades import write_package
-    from grader.host.tools.notebook_sources import source_notebooks
+    from grader.host.platforms.nbgrader.grades import write_package
+    from grader.host.platforms.nbgrader.sources import source_notebooks
 
     notebooks, _ = source_notebooks(SOLUTIONS)
     first = next(iter(notebooks))
@@ -264,9 +265,9 @@ def test_recording_a_learner_new_to_the_gradebook_warns_of_nothing(tmp_path, mon
     nbgrader has it: every part's test cells get the learner's points."""
     from nbgrader.api import Gradebook
 
+    from grader.host.platforms.nbgrader.grades import write_gradebook
+    from grader.host.platforms.nbgrader.sources import grade_cell_id, notebook_name
     from grader.host.tools.batch import Submission
-    from grader.host.tools.notebook_grades import write_gradebook
-    from grader.host.tools.notebook_sources import grade_cell_id, notebook_name
 
     monkeypatch.setenv("PATH", f"{SCRIPTS}{os.pathsep}{os.environ.get('PATH', '')}")  # nbgrader makes it with alembic
     database, checks = f"sqlite:///{tmp_path / 'gradebook.db'}", registry()
@@ -296,8 +297,8 @@ def test_recording_a_learner_new_to_the_gradebook_warns_of_nothing(tmp_path, mon
 def test_the_recorded_grades_are_also_one_json_result_per_learner_as_batch_writes_them(reference, tmp_path):
     """Beside the CSV, FILE-results/LEARNER.json, as batch writes them, so that a class view reads the notebooks'
     grades as it reads batch's: a learner whose notebooks are graded, and one whose notebook cannot be read."""
-    from grader.host.tools.notebook_sources import source_notebooks
-    from grader.host.tools.notebooks import main
+    from grader.host.platforms.nbgrader.notebooks import main
+    from grader.host.platforms.nbgrader.sources import source_notebooks
 
     submitted = tmp_path / "submitted"
     notebooks, _ = source_notebooks(SOLUTIONS)
@@ -333,8 +334,8 @@ def test_the_recorded_grades_are_also_one_json_result_per_learner_as_batch_write
 
 @pytest.fixture(scope="module")
 def recorded(course, tmp_path_factory) -> dict:
-    """`python -m grader.host.tools.notebooks grade` over four learners' notebooks, into a CSV and a copy of the
-    course's gradebook in which autograde's in-kernel verdict already gave the forging learners full
+    """`python -m grader.host.platforms.nbgrader.notebooks grade` over four learners' notebooks, into a CSV and a copy
+    of the course's gradebook in which autograde's in-kernel verdict already gave the forging learners full
     marks: "solved" (the source notebooks), "stubbed" (the released ones untouched), and the released
     ones with a forging cell in the first notebook ("patched", "redefined")."""
     from nbgrader.api import Gradebook
@@ -362,7 +363,7 @@ def recorded(course, tmp_path_factory) -> dict:
                 )
                 grade.auto_score = check.points
         gradebook.db.commit()
-    command = [sys.executable, "-m", "grader.host.tools.notebooks", "grade", str(submitted), *RECORDED_CHECKS]
+    command = [*NOTEBOOKS, "grade", str(submitted), *RECORDED_CHECKS]
     command += ["--csv", str(root / "grades.csv"), "--db", database, "--reference", "random", "--jobs", "2"]
     ran = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stderr[-3000:]
@@ -458,7 +459,7 @@ def run_config(text: str, monkeypatch) -> tuple[float, str | None]:
 def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_reference_build(tmp_path, monkeypatch):
     from grader.checks import registry
     from grader.host.limits import DEFAULT_TIMEOUT
-    from grader.host.tools.notebook_sources import course_root, write_config
+    from grader.host.platforms.nbgrader.sources import course_root, write_config
 
     (tmp_path / "course" / "source" / "gpt2").mkdir(parents=True)
     config, written = write_config(course_root(tmp_path / "course" / "source" / "gpt2"))
@@ -472,8 +473,8 @@ def test_the_generated_config_gives_a_cell_time_for_the_slowest_check_and_a_refe
 
 def test_an_instructor_s_own_config_is_told_the_settings_it_needs(tmp_path, monkeypatch):
     """What the command prints for a config it keeps: run as a config, those lines do what the generated one does."""
-    from grader.host.tools.notebook_sources import cell_time_limit
-    from grader.host.tools.notebooks import main
+    from grader.host.platforms.nbgrader.notebooks import main
+    from grader.host.platforms.nbgrader.sources import cell_time_limit
 
     (tmp_path / "course" / "nbgrader_config.py").parent.mkdir()
     (tmp_path / "course" / "nbgrader_config.py").write_text("c = get_config()  # the instructor's own\n")
@@ -494,7 +495,7 @@ def test_an_instructor_s_own_config_is_told_the_settings_it_needs(tmp_path, monk
     ],
 )
 def test_the_default_source_is_the_checkout_s_origin(origin, source, tmp_path):
-    from grader.host.tools.notebook_sources import repository_source
+    from grader.host.platforms.nbgrader.sources import repository_source
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     if origin:
@@ -526,8 +527,8 @@ def test_the_kernel_s_score_is_read_strictly_from_the_test_cells_outputs(tmp_pat
     rule); a test cell seen twice, a cell no check grades and a check's grade id on a cell without outputs are not
     counted; a notebook whose cells are not a kernel's (outputs that are no list) is not read at all."""
     from grader.checks import select
+    from grader.host.platforms.nbgrader.grades import kernel_flag, kernel_points
     from grader.host.tools.batch import Submission
-    from grader.host.tools.notebook_grades import kernel_flag, kernel_points
 
     error = nbformat.v4.new_output("error", ename="AssertionError", evalue="embed: todo", traceback=[])
     stderr = nbformat.v4.new_output("stream", name="stderr", text="warned")
@@ -557,8 +558,8 @@ def test_the_kernel_s_score_is_read_strictly_from_the_test_cells_outputs(tmp_pat
 
 def test_a_flag_says_what_the_kernel_showed_and_what_was_recorded(tmp_path):
     from grader.checks import select
+    from grader.host.platforms.nbgrader.grades import MAX_NOTEBOOK_BYTES, kernel_flag
     from grader.host.tools.batch import Submission
-    from grader.host.tools.notebook_grades import MAX_NOTEBOOK_BYTES, kernel_flag
 
     checks = select(["embed", "pos_embed", "layernorm"])  # 1, 1 and 2 points
     folder = executed_notebook(tmp_path, [graded_cell(check.id) for check in checks])
@@ -610,7 +611,7 @@ def test_a_learner_whose_cell_redefines_the_grading_function_is_flagged(course, 
             for student in learners
         ),
     )
-    command = [sys.executable, "-m", "grader.host.tools.notebooks", "grade", str(submitted), *FLAGGED_CHECKS]
+    command = [*NOTEBOOKS, "grade", str(submitted), *FLAGGED_CHECKS]
     command += ["--csv", str(tmp_path / "grades.csv"), "--autograded", str(course / "autograded")]
     ran = subprocess.run(
         command + ["--reference", "random", "--jobs", "2"], cwd=REPO, capture_output=True, text=True, timeout=600

@@ -193,10 +193,10 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
     """The cell as IPython runs it: %pip only when `grader` cannot be imported, as in a fresh Colab runtime."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from grader.host.tools import notebook_sources
+    from grader.host.platforms.nbgrader import sources
 
     source = "git+https://example.org/course/gpt2-learner"
-    code = TransformerManager().transform_cell(notebook_sources.SETUP.format(source=source))
+    code = TransformerManager().transform_cell(sources.SETUP.format(source=source))
     for missing in (True, False):
         magics = []
         shell = type(
@@ -211,7 +211,7 @@ def test_the_notebooks_first_cell_installs_the_grader_only_where_it_is_missing()
         )
         installs = [line for name, line in magics if name == "pip"]
         assert installs == ([f'install --quiet "gpt2-from-scratch-grader @ {source}"'] if missing else [])
-        assert magics[-1] == ("load_ext", "grader.host.tools.notebooks")
+        assert magics[-1] == ("load_ext", "grader.host.platforms.nbgrader.notebooks")
 
 
 def test_the_autograders_set_up_installs_torchs_dependencies_with_the_grader_uncompiled():

@@ -1,5 +1,6 @@
 """The nbgrader source notebooks, one per part, and the course's nbgrader_config.py: what
-`python -m grader.host.tools.notebooks OUTDIR` writes (grader.host.tools.notebooks describes the notebooks' cells).
+`python -m grader.host.platforms.nbgrader.notebooks OUTDIR` writes (grader.host.platforms.nbgrader.notebooks
+describes the notebooks' cells).
 
 The names the notebooks' other sides look up live here too: the package the `%%exercise` cells
 write (`NOTEBOOK_PACKAGE`), each part's notebook name and each test cell's grade id.
@@ -25,12 +26,12 @@ SETUP = (
     "import importlib.util\n"
     'if importlib.util.find_spec("grader") is None:  # a fresh Colab runtime\n'
     '    %pip install --quiet "gpt2-from-scratch-grader @ {source}"\n'
-    "%load_ext grader.host.tools.notebooks"
+    "%load_ext grader.host.platforms.nbgrader.notebooks"
 )
 CONFIG_FILE = "nbgrader_config.py"
 STARTUP_ALLOWANCE = 300  # seconds for the first cell's reference build, on a slow machine
 # The course's nbgrader_config.py: Python that nbgrader runs in its own process as it starts.
-CONFIG = """# Written by python -m grader.host.tools.notebooks.
+CONFIG = """# Written by python -m grader.host.platforms.nbgrader.notebooks.
 import os
 import sysconfig
 

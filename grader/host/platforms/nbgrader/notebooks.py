@@ -1,7 +1,7 @@
 """The exercises as nbgrader notebooks, one per part, and the kernel side those notebooks call.
 
-    python -m grader.host.tools.notebooks OUTDIR    # write OUTDIR/<n>-<part>.ipynb from solutions/ and the checks
-    python -m grader.host.tools.notebooks grade SUBMITTED_DIR --csv grades.csv [--db URL] [CHECK ...]
+    python -m grader.host.platforms.nbgrader.notebooks OUTDIR  # OUTDIR/<n>-<part>.ipynb from solutions/ and the checks
+    python -m grader.host.platforms.nbgrader.notebooks grade SUBMITTED_DIR --csv grades.csv [--db URL] [CHECK ...]
 
 Each notebook is an nbgrader source notebook, generated from the same sources as `exercises/`:
 a short explanation per file with a link to its course page (docs/course/), the file itself as a solution
@@ -9,7 +9,7 @@ cell (nbgrader's `generate_assignment` turns its solution regions into stubs), a
 test cell per check. The links go to the learner repository on GitHub when `--source` is a GitHub URL, else
 they are the pages' paths in the repository (`pages_base`).
 
-In the kernel, `%load_ext grader.host.tools.notebooks` adds the `%%exercise FILE` cell magic: the cell is
+In the kernel, `%load_ext grader.host.platforms.nbgrader.notebooks` adds the `%%exercise FILE` cell magic: the cell is
 written to `notebook_exercises/FILE` beside the notebook and run as that module of the package,
 so what it defines can be tried at once. It also defines `grade_check(ID)` for the test cells:
 it grades that package with the normal grader and raises unless the check passes, nbgrader's
@@ -22,8 +22,8 @@ kernel the learner's cells ran in, where a cell can patch the grader or define i
 grades that package with the sandboxed grader (`grader.host.tools.batch`'s machinery) and writes each
 check's points into a CSV, one JSON result per learner as batch's and, with `--db`, into nbgrader's gradebook.
 
-This module holds the command and the kernel's side; grader.host.tools.notebook_sources writes the notebooks
-and nbgrader's config, grader.host.tools.notebook_grades records the grades.
+This module holds the command and the kernel's side; grader.host.platforms.nbgrader.sources writes the notebooks
+and nbgrader's config, grader.host.platforms.nbgrader.grades records the grades.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grader.host.tools.notebook_grades import grade_parser, record_grades
-from grader.host.tools.notebook_sources import (
+from grader.host.platforms.nbgrader.grades import grade_parser, record_grades
+from grader.host.platforms.nbgrader.sources import (
     NOTEBOOK_PACKAGE,
     PLACEHOLDER_SOURCE,
     course_root,
@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 
 
 def load_ipython_extension(ipython) -> None:
-    """`%load_ext grader.host.tools.notebooks`: the `%%exercise FILE` cell magic, and `grade_check` for test cells."""
+    """`%load_ext grader.host.platforms.nbgrader.notebooks`: the `%%exercise FILE` cell magic, and `grade_check`
+    for test cells."""
     package = Path(NOTEBOOK_PACKAGE)
 
     def exercise(line: str, cell: str) -> None:
@@ -185,9 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["grade"]:
         return record_grades(grade_parser().parse_intermixed_args(argv[1:]))
     parser = tool_parser(
-        "grader.host.tools.notebooks", __doc__, "where to write the notebooks, e.g. COURSE/source/gpt2 for nbgrader"
+        "grader.host.platforms.nbgrader.notebooks",
+        __doc__,
+        "where to write the notebooks, e.g. COURSE/source/gpt2 for nbgrader",
     )
-    parser.epilog = "python -m grader.host.tools.notebooks grade --help: record the grades of submitted notebooks"
+    parser.epilog = (
+        "python -m grader.host.platforms.nbgrader.notebooks grade --help: record the grades of submitted notebooks"
+    )
     parser.add_argument(
         "--solutions",
         type=Path,

@@ -1,8 +1,8 @@
-"""`python -m grader.host.tools.notebooks grade`: the submitted notebooks' grades, recorded from outside any kernel
-(grader.host.tools.notebooks says why). Each learner's `%%exercise` cells are read, never run, into a package laid out
-like `exercises/`; grader.host.tools.batch's machinery grades it, and the points go into a CSV, one JSON result per
-learner and, with `--db`, nbgrader's gradebook. The CSV flags a learner whose notebooks, as autograde ran them in
-their kernel, showed another score: the evidence of a forged verdict.
+"""`python -m grader.host.platforms.nbgrader.notebooks grade`: the submitted notebooks' grades, recorded from outside
+any kernel (grader.host.platforms.nbgrader.notebooks says why). Each learner's `%%exercise` cells are read, never run,
+into a package laid out like `exercises/`; grader.host.tools.batch's machinery grades it, and the points go into a
+CSV, one JSON result per learner and, with `--db`, nbgrader's gradebook. The CSV flags a learner whose notebooks, as
+autograde ran them in their kernel, showed another score: the evidence of a forged verdict.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.host.tools.notebook_sources import grade_cell_id, notebook_name
+from grader.host.platforms.nbgrader.sources import grade_cell_id, notebook_name
 from grader.shared.commands import tool_parser
 from grader.shared.paths import REPO_ROOT
 
@@ -260,7 +260,7 @@ def record_grades(args: argparse.Namespace) -> int:
 def grade_parser() -> argparse.ArgumentParser:
     from grader.host.tools.batch import add_grading_options
 
-    p = tool_parser("grader.host.tools.notebooks grade", record_grades.__doc__ or "")
+    p = tool_parser("grader.host.platforms.nbgrader.notebooks grade", record_grades.__doc__ or "")
     p.add_argument(
         "submitted",
         type=Path,
