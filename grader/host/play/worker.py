@@ -11,8 +11,6 @@ from grader.checks import Check
 from grader.host.refcache import ReferenceData
 from grader.host.runner import GPT2_LANE, LearnerProcesses, Outcome, Schedule
 from grader.host.runner.lanes import Lane
-from grader.host.runner.replies import outcome_of
-from grader.host.runner.scratch import remove_scratch, scratch_filesystem
 from grader.shared import wire
 from grader.shared.formats import PLAY_STACKS
 
@@ -37,16 +35,9 @@ class PlayLane(Lane):
 
     stopped: wire.Place | None = None
 
-    def _asked(self, request: wire.Request) -> Outcome:
-        scratch = Path(request.scratch)
-        try:
-            with scratch_filesystem(scratch):
-                answer, seconds = self._ask(request)
-                timed_out = answer.ending == "timeout"
-                self.stopped = stopped_in(scratch, Path(request.package)) if timed_out else None
-                return outcome_of(answer, scratch, request.cases, seconds, self.limits.trace)
-        finally:
-            remove_scratch(scratch)
+    def keep_from_scratch(self, request: wire.Request, answer: wire.WorkerAnswer) -> None:
+        timed_out = answer.ending == "timeout"
+        self.stopped = stopped_in(Path(request.scratch), Path(request.package)) if timed_out else None
 
 
 def with_play_lane(processes: LearnerProcesses) -> PlayLane:

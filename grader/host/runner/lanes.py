@@ -151,9 +151,14 @@ class Lane:
         try:
             with scratch_filesystem(scratch):
                 answer, seconds = self._ask(request)
+                self.keep_from_scratch(request, answer)
                 return outcome_of(answer, scratch, request.cases, seconds, self.limits.trace)
         finally:
             remove_scratch(scratch)
+
+    def keep_from_scratch(self, request: wire.Request, answer: wire.WorkerAnswer) -> None:
+        """What a lane keeps of the request's scratch before it is removed, beyond its outcome: nothing here (the
+        playground's lane keeps where a request stopped at its time)."""
 
     def _ask(self, request: wire.Request) -> tuple[wire.WorkerAnswer, float]:
         """The fork server's answer, or the grader's own where the worker did not start, hung or died; and the
