@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from repo import REPO, SOLUTIONS, stubs, write_variant
 from test_html_report import CHROMIUM, LAUNCH_ARGS
+from test_playground_page import cells, read  # the page's own helpers, the same over the real backend
 
 from grader.host.play.entry import MODULES
 
@@ -87,16 +88,6 @@ def opened(chromium, reference, tmp_path):
         yield open_page
     assert seen["errors"] == []
     assert all(request.startswith((seen["url"], "data:")) for request in seen["requests"]), seen["requests"]
-
-
-def cells(page, selector: str) -> list[list[str]]:
-    return page.eval_on_selector_all(f"{selector} tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
-
-
-def read(page, text: str) -> None:
-    page.fill("#text", text)
-    page.click("#read")
-    page.wait_for_function("document.getElementById('read-status').textContent === ''")
 
 
 def generated(page, new_tokens: int = 8) -> None:
